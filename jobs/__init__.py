@@ -1,0 +1,1 @@
+"""kappa: an Airflow-orchestrated, kappa-style data platform on Spark, Kafka, Redis and Delta."""

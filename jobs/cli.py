@@ -1,0 +1,211 @@
+"""``kappa``: the one command line for every operator action.
+
+Errors the operator can fix print one ``error: ...`` line and exit non-zero (2 for bad
+config or arguments); ``-v`` adds logs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from dataclasses import asdict
+
+import typer
+from typer._click import exceptions as click_errors
+from rich.console import Console
+from rich.table import Table
+
+from jobs.common.config import KappaConfig, load_config
+from jobs.common.errors import KappaError
+
+console = Console()
+err_console = Console(stderr=True)
+
+app = typer.Typer(
+    name="kappa", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+    help="Operate the kappa data platform: embedded stack, topics, collector, Spark jobs.")
+stack_app = typer.Typer(no_args_is_help=True, help="Start, stop and inspect the embedded stack.")
+topics_app = typer.Typer(no_args_is_help=True, help="Apply and list the topics declared in conf/.")
+app.add_typer(stack_app, name="stack")
+app.add_typer(topics_app, name="topics")
+
+JSON_OPTION = typer.Option(False, "--json", help="Print machine-readable JSON.")
+
+
+@app.callback()
+def _root(
+    env: str = typer.Option(None, "--env", "-e", help="Config environment (default KAPPA_ENV or local)."),
+    verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="-v INFO logs, -vv DEBUG."),
+) -> None:
+    if env:
+        os.environ["KAPPA_ENV"] = env
+    level = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
+    logging.basicConfig(level=level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+
+
+def config() -> KappaConfig:
+    """The configuration of this invocation (raises ConfigError, exit 2, when invalid)."""
+    return load_config()
+
+
+def progress(message: str) -> None:
+    """Progress lines for long operator commands go to stderr."""
+    err_console.print(f"[dim]..[/dim] {message}", highlight=False)
+
+
+@stack_app.command("up")
+def stack_up() -> None:
+    """Start the embedded Kafka broker and Redis (only those with embedded: true); wait for health."""
+    from jobs.common.stack import EmbeddedStack
+
+    _print_status(EmbeddedStack(config()).up(progress=progress), as_json=False)
+
+
+@stack_app.command("down")
+def stack_down(wipe: bool = typer.Option(False, "--wipe", help="Also delete the stack's data.")) -> None:
+    """Stop what `kappa stack up` started (by pidfile); data is kept unless --wipe."""
+    from jobs.common.stack import EmbeddedStack
+
+    EmbeddedStack(config()).down(wipe=wipe, progress=progress)
+
+
+@stack_app.command("status")
+def stack_status(as_json: bool = JSON_OPTION) -> None:
+    """Show each service, its address, pid and health; exit 1 if any is unhealthy."""
+    from jobs.common.stack import EmbeddedStack
+
+    rows = EmbeddedStack(config()).status()
+    _print_status(rows, as_json)
+    if not all(row.healthy for row in rows):
+        raise typer.Exit(1)
+
+
+@stack_app.command("logs")
+def stack_logs(
+    service: str = typer.Argument(..., help="kafka or redis"),
+    lines: int = typer.Option(50, "--lines", "-n", help="How many lines from the end."),
+) -> None:
+    """Print the end of an embedded service's log."""
+    from jobs.common.stack import EmbeddedStack
+
+    if service not in ("kafka", "redis"):
+        raise typer.BadParameter(f"unknown service {service!r}; choose kafka or redis")
+    path = EmbeddedStack(config()).log_path(service)
+    if not path.exists():
+        raise KappaError(f"no log at {path}: {service} was never started by `kappa stack up`")
+    console.print("\n".join(path.read_text(errors="replace").splitlines()[-lines:]), highlight=False)
+
+
+def _print_status(rows, as_json: bool) -> None:
+    if as_json:
+        console.print_json(json.dumps([asdict(row) for row in rows]))
+        return
+    table = Table("service", "address", "managed", "pid", "health")
+    for row in rows:
+        health = "[green]healthy[/green]" if row.healthy else f"[red]down[/red] {row.detail}"
+        table.add_row(row.name, row.address, "embedded" if row.managed else "external",
+                      str(row.pid or "-"), health)
+    console.print(table)
+
+
+@topics_app.command("apply")
+def topics_apply(
+    allow_partition_increase: bool = typer.Option(
+        False, help="Add partitions where fewer exist than declared (moves keys)."),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Create missing topics and align their configs; report drift; exit 3 on drift."""
+    from jobs.common.topics import apply_topics
+
+    cfg = config()
+    results = apply_topics(cfg.kafka, cfg.topics, allow_partition_increase)
+    if as_json:
+        console.print_json(json.dumps([asdict(r) for r in results]))
+    else:
+        for result in results:
+            detail = "; ".join(result.changes + result.drift)
+            console.print(f"{result.name:<20} {result.action:<10} {detail}", highlight=False)
+    if any(r.drift for r in results):
+        err_console.print("error: drift that apply cannot fix is listed above; see "
+                          "docs/runbooks/topics.md")
+        raise typer.Exit(3)
+
+
+@topics_app.command("list")
+def topics_list(
+    all_topics: bool = typer.Option(False, "--all", help="Include topics not declared in conf/."),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Show partitions, earliest/latest offsets and retention of each topic."""
+    from jobs.common.topics import list_topics
+
+    cfg = config()
+    infos = list_topics(cfg.kafka, None if all_topics else list(cfg.topics))
+    if as_json:
+        console.print_json(json.dumps([asdict(i) | {"records": i.records} for i in infos]))
+        return
+    table = Table("topic", "partitions", "earliest", "latest", "records", "retention.ms", "cleanup")
+    for info in infos:
+        table.add_row(info.name, str(len(info.partitions)),
+                      ",".join(str(p.earliest) for p in info.partitions),
+                      ",".join(str(p.latest) for p in info.partitions),
+                      str(info.records), info.retention_ms, info.cleanup_policy)
+    console.print(table)
+
+
+@app.command("doctor")
+def doctor(as_json: bool = JSON_OPTION) -> None:
+    """Check Java, Python, Spark and the services; explain the Kafka and Delta backend choice."""
+    from jobs.common.doctor import run_doctor
+
+    report = run_doctor(config())
+    if as_json:
+        console.print_json(json.dumps(report))
+    else:
+        for check in report["checks"]:
+            mark = "[green]ok[/green]  " if check["ok"] else "[red]FAIL[/red]"
+            console.print(f"{mark} {check['name']:<14} {check['detail']}", highlight=False)
+    if not all(c["ok"] for c in report["checks"]):
+        raise typer.Exit(1)
+
+
+@app.command("config")
+def show_config() -> None:
+    """Print the effective configuration as JSON (secrets masked)."""
+    console.print_json(config().model_dump_json())
+
+
+def _register_subcommands() -> None:
+    """Attach the command groups that live beside the code they operate."""
+    from jobs.collector import cli as collector_cli
+
+    collector_cli.register(app)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; return the process exit code."""
+    _register_subcommands()
+    try:
+        result = app(args=argv, prog_name="kappa", standalone_mode=False)
+    except typer.Exit as exc:
+        return exc.exit_code
+    except typer.Abort:
+        err_console.print("aborted")
+        return 130
+    except click_errors.NoArgsIsHelpError as exc:
+        exc.show()
+        return 0
+    except click_errors.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except KappaError as exc:
+        err_console.print(f"error: {exc}", highlight=False, markup=False, soft_wrap=True)
+        return exc.exit_code
+    return result if isinstance(result, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

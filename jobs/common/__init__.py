@@ -1,0 +1,1 @@
+"""Shared foundation: config, errors, Spark session factory, embedded stack, I/O adapters."""

@@ -1,0 +1,337 @@
+"""One frozen, validated configuration object per run.
+
+Sources, later ones winning: ``conf/base.yaml``, ``conf/<env>.yaml`` (``KAPPA_ENV``, default
+``local``), ``${terraform:NAME}`` placeholders resolved from ``KAPPA_TERRAFORM_OUTPUTS``,
+``KAPPA_<SECTION>__<KEY>`` environment variables, then explicit ``overrides``. Secrets come
+only from the environment (``SECRET_ENV``) and are ``SecretStr``: never printed or logged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+
+from jobs.common.errors import ConfigError
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_ENV = "local"
+ENV_PREFIX = "KAPPA_"
+SECRET_ENV = {
+    ("kafka", "sasl_username"): "KAPPA_KAFKA_SASL_USERNAME",
+    ("kafka", "sasl_password"): "KAPPA_KAFKA_SASL_PASSWORD",
+    ("redis", "password"): "KAPPA_REDIS_PASSWORD",
+}
+_PLACEHOLDER = re.compile(r"^\$\{terraform:([A-Za-z0-9_]+)\}$")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class KafkaConfig(_Section):
+    """How every Kafka client (collector, Spark source and sink, admin) connects."""
+
+    bootstrap_servers: str = Field(min_length=3, pattern=r"^[^,\s]+:\d+(,[^,\s]+:\d+)*$")
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"] | None = None
+    sasl_secret_arn: str | None = None
+    sasl_username: SecretStr | None = None
+    sasl_password: SecretStr | None = None
+    embedded: bool = True
+    client: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+    def client_config(self) -> dict[str, str]:
+        """Return librdkafka properties, secrets included (never log the result)."""
+        props: dict[str, str] = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "security.protocol": self.security_protocol,
+        }
+        if self.sasl_mechanism:
+            props["sasl.mechanism"] = self.sasl_mechanism
+        if self.sasl_username is not None:
+            props["sasl.username"] = self.sasl_username.get_secret_value()
+        if self.sasl_password is not None:
+            props["sasl.password"] = self.sasl_password.get_secret_value()
+        props.update({key: str(value) for key, value in self.client.items()})
+        return props
+
+
+class RedisConfig(_Section):
+    """The Redis that holds live summaries."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=6379, ge=1, le=65535)
+    db: int = Field(default=0, ge=0)
+    tls: bool = False
+    password: SecretStr | None = None
+    auth_secret_arn: str | None = None
+    embedded: bool = True
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``redis.Redis``."""
+        password = self.password.get_secret_value() if self.password else None
+        return {"host": self.host, "port": self.port, "db": self.db, "ssl": self.tls,
+                "password": password}
+
+
+class StackConfig(_Section):
+    """Where the embedded stack keeps its data, pidfiles and logs."""
+
+    data_dir: Path = Path("var/stack")
+    start_timeout_s: float = Field(default=30, gt=0)
+    kafka_binary: str = "noida-db"
+    redis_binary: str = "redis-server"
+
+
+class SparkConfig(_Section):
+    """How the Spark session factory builds the one session of a run."""
+
+    master: str = "local[2]"
+    app_name: str = "kappa"
+    shuffle_partitions: int = Field(default=4, ge=1)
+    ui_enabled: bool = True
+    conf: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    kafka_backend: Literal["auto", "python", "jvm"] = "auto"
+    delta_backend: Literal["auto", "deltalake", "jvm"] = "auto"
+    emr_application_id: str | None = None
+    job_role_arn: str | None = None
+    artifacts_uri: str | None = None
+
+
+class LakeConfig(_Section):
+    """Where Delta tables and streaming checkpoints live (paths or URIs)."""
+
+    root: str = "var/lake"
+    checkpoint_root: str = "var/checkpoints"
+
+
+class TopicSpec(_Section):
+    """A topic the platform owns, applied by ``kappa topics apply``."""
+
+    partitions: int = Field(default=3, ge=1)
+    replication_factor: int = Field(default=1, ge=1)
+    retention_ms: int = Field(default=604_800_000, ge=-1)
+    cleanup_policy: Literal["delete", "compact", "compact,delete"] = "delete"
+    config: dict[str, str] = Field(default_factory=dict)
+
+    def topic_config(self) -> dict[str, str]:
+        """Topic-level configs as Kafka expects them."""
+        return {"retention.ms": str(self.retention_ms), "cleanup.policy": self.cleanup_policy,
+                **self.config}
+
+
+class CollectorConfig(_Section):
+    """The collection tier: HTTP endpoint, durable log and producer limits."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=18080, ge=0, le=65535)
+    log_path: Path = Path("var/collector/log.sqlite")
+    buffer_limit: int = Field(default=200_000, ge=1)
+    max_record_bytes: int = Field(default=65_536, ge=64)
+    max_retries: int = Field(default=5, ge=1)
+    topic: str = "rsvps.raw"
+
+
+class AirflowConfig(_Section):
+    """Where Airflow runs (filled on AWS from Terraform outputs)."""
+
+    dags_uri: str | None = None
+    webserver_url: str | None = None
+
+
+class KappaConfig(_Section):
+    """The whole configuration of one run."""
+
+    env: str
+    kafka: KafkaConfig
+    redis: RedisConfig = RedisConfig()
+    stack: StackConfig = StackConfig()
+    spark: SparkConfig = SparkConfig()
+    lake: LakeConfig = LakeConfig()
+    collector: CollectorConfig = CollectorConfig()
+    airflow: AirflowConfig = AirflowConfig()
+    topics: dict[str, TopicSpec] = Field(default_factory=dict)
+
+
+def conf_dir() -> Path:
+    """The folder holding base.yaml and <env>.yaml (``KAPPA_CONF_DIR`` overrides)."""
+    return Path(os.environ.get("KAPPA_CONF_DIR", PROJECT_ROOT / "conf"))
+
+
+def load_config(
+    env: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    directory: Path | None = None,
+) -> KappaConfig:
+    """Load, merge and validate the configuration; raise ConfigError listing every problem.
+
+    Args:
+        env: environment name; default ``KAPPA_ENV`` or ``local``.
+        overrides: dotted keys (``"kafka.bootstrap_servers"``) applied last.
+        environ: environment variables to read (default ``os.environ``).
+        directory: the conf folder (default :func:`conf_dir`).
+    """
+    environ = os.environ if environ is None else environ
+    directory = directory or conf_dir()
+    env = env or environ.get("KAPPA_ENV") or DEFAULT_ENV
+    env_file = directory / f"{env}.yaml"
+    if not env_file.is_file():
+        known = sorted(p.stem for p in directory.glob("*.yaml") if p.stem != "base")
+        raise ConfigError(f"unknown environment {env!r}: no {env_file}; choose one of {known}")
+    raw = _deep_merge(_read_yaml(directory / "base.yaml"), _read_yaml(env_file))
+    problems = _reject_secrets_in_files(raw)
+    raw = _resolve_placeholders(raw, environ, problems)
+    _apply_env_overrides(raw, environ, problems)
+    for dotted, value in (overrides or {}).items():
+        _set_dotted(raw, dotted.split("."), value)
+    for (section, key), var in SECRET_ENV.items():
+        if environ.get(var):
+            raw.setdefault(section, {})[key] = environ[var]
+    _report_unresolved(raw, problems)
+    try:
+        config = KappaConfig.model_validate(raw)
+    except ValidationError as exc:
+        problems.extend(_describe(exc))
+    if problems:
+        raise ConfigError(_summary(env, problems))
+    return _absolutize(config)
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except FileNotFoundError:
+        raise ConfigError(f"missing config file {path}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{path}{where}: not valid YAML ({reason}); fix the file") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of sections, found {type(data).__name__}")
+    return data
+
+
+def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _reject_secrets_in_files(raw: dict[str, Any]) -> list[str]:
+    return [
+        f"{section}.{key}: secrets are never read from files; set {var} in the environment"
+        for (section, key), var in SECRET_ENV.items()
+        if isinstance(raw.get(section), dict) and key in raw[section]
+    ]
+
+
+def _resolve_placeholders(
+    raw: dict[str, Any], environ: Mapping[str, str], problems: list[str]
+) -> dict[str, Any]:
+    outputs_file = environ.get("KAPPA_TERRAFORM_OUTPUTS")
+    outputs: dict[str, Any] = {}
+    if outputs_file:
+        try:
+            outputs = {k: v.get("value") for k, v in json.loads(Path(outputs_file).read_text()).items()}
+        except (OSError, ValueError, AttributeError) as exc:
+            problems.append(f"KAPPA_TERRAFORM_OUTPUTS={outputs_file}: unreadable ({exc})")
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {key: walk(value) for key, value in node.items()}
+        match = _PLACEHOLDER.match(node) if isinstance(node, str) else None
+        if match and match.group(1) in outputs:
+            return outputs[match.group(1)]
+        return node
+
+    return walk(raw)
+
+
+def _report_unresolved(raw: dict[str, Any], problems: list[str]) -> None:
+    missing: list[str] = []
+
+    def walk(node: dict[str, Any], path: str) -> None:
+        for key, value in list(node.items()):
+            match = _PLACEHOLDER.match(value) if isinstance(value, str) else None
+            if match:
+                missing.append(f"{path}{key} <- {match.group(1)}")
+                del node[key]
+            elif isinstance(value, dict):
+                walk(value, f"{path}{key}.")
+
+    walk(raw, "")
+    if missing:
+        problems.append(
+            f"{len(missing)} key(s) wait for Terraform outputs ({', '.join(missing)}): run "
+            "`terraform output -json > outputs.json` and set KAPPA_TERRAFORM_OUTPUTS=outputs.json, "
+            "or set each key as KAPPA_<SECTION>__<KEY>"
+        )
+
+
+def _apply_env_overrides(raw: dict[str, Any], environ: Mapping[str, str], problems: list[str]) -> None:
+    for name, text in environ.items():
+        if not name.startswith(ENV_PREFIX) or "__" not in name:
+            continue
+        parts = [p.lower() for p in name[len(ENV_PREFIX):].split("__")]
+        if parts[0] == "topics" and len(parts) > 1:
+            parts[1] = parts[1].replace("_", ".")
+        try:
+            value = yaml.safe_load(text) if text else text
+        except yaml.YAMLError:
+            value = text
+        if isinstance(raw.get(parts[0]), dict) or parts[0] in KappaConfig.model_fields:
+            _set_dotted(raw, parts, value)
+        else:
+            problems.append(f"{name}: no config section {parts[0]!r}; remove the variable")
+
+
+def _set_dotted(raw: dict[str, Any], parts: list[str], value: Any) -> None:
+    node = raw
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+    node[parts[-1]] = value
+
+
+def _describe(exc: ValidationError) -> list[str]:
+    lines = []
+    for error in exc.errors():
+        key = ".".join(str(p) for p in error["loc"]) or "(top level)"
+        found = error.get("input")
+        shown = "" if isinstance(found, dict) or "secret" in key or "password" in key else f" (found {found!r})"
+        lines.append(f"{key}: {error['msg']}{shown}")
+    return lines
+
+
+def _summary(env: str, problems: list[str]) -> str:
+    listed = "; ".join(problems)
+    return f"invalid configuration for env {env!r} ({len(problems)} problem(s)): {listed}"
+
+
+def _absolutize(config: KappaConfig) -> KappaConfig:
+    def under_root(path: Path) -> Path:
+        return path if path.is_absolute() else PROJECT_ROOT / path
+
+    def local_uri(uri: str) -> str:
+        return uri if "://" in uri or uri.startswith("/") else str(PROJECT_ROOT / uri)
+
+    return config.model_copy(update={
+        "stack": config.stack.model_copy(update={"data_dir": under_root(config.stack.data_dir)}),
+        "collector": config.collector.model_copy(
+            update={"log_path": under_root(config.collector.log_path)}),
+        "lake": config.lake.model_copy(update={
+            "root": local_uri(config.lake.root),
+            "checkpoint_root": local_uri(config.lake.checkpoint_root)}),
+    })

@@ -1,0 +1,146 @@
+"""The only place a SparkSession is built, and where the Kafka and Delta backends are chosen.
+
+Backends: where Spark's JVM Kafka connector (spark-sql-kafka-0-10) or delta-spark jars are
+on the classpath, the adapters route to ``format("kafka")`` / ``format("delta")``; otherwise
+they use the project's Python data source on confluent-kafka and delta-rs (``deltalake``).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import glob
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from jobs.common.config import KappaConfig
+from jobs.common.errors import KappaError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+logger = logging.getLogger(__name__)
+
+KAFKA_JAR_PATTERN = "spark-sql-kafka-0-10_*.jar"
+DELTA_JAR_PATTERN = "delta-spark_*.jar"
+JAVA_MAJOR = 17
+
+
+@dataclass(frozen=True)
+class Backends:
+    """Which implementation serves Kafka and Delta I/O, and why."""
+
+    kafka: str
+    kafka_reason: str
+    delta: str
+    delta_reason: str
+
+
+def jar_dirs() -> list[Path]:
+    """Folders whose jars are on the driver classpath."""
+    import pyspark
+
+    dirs = [Path(pyspark.__file__).parent / "jars"]
+    if os.environ.get("SPARK_HOME"):
+        dirs.append(Path(os.environ["SPARK_HOME"]) / "jars")
+    return dirs
+
+
+def _find_jar(pattern: str, extra_jars: str) -> str | None:
+    for folder in jar_dirs():
+        hits = sorted(glob.glob(str(folder / pattern)))
+        if hits:
+            return hits[-1]
+    for jar in filter(None, extra_jars.split(",")):
+        if fnmatch.fnmatch(Path(jar).name, pattern):
+            return jar
+    return None
+
+
+def choose_backends(config: KappaConfig) -> Backends:
+    """Decide the Kafka and Delta backends from config and the jars that are present."""
+    extra = str(config.spark.conf.get("spark.jars", ""))
+    kafka_jar = _find_jar(KAFKA_JAR_PATTERN, extra)
+    delta_jar = _find_jar(DELTA_JAR_PATTERN, extra)
+    kafka, kafka_reason = _pick(config.spark.kafka_backend, "python", kafka_jar,
+                                "spark-sql-kafka-0-10", "kafka")
+    delta, delta_reason = _pick(config.spark.delta_backend, "deltalake", delta_jar,
+                                "delta-spark", "delta")
+    return Backends(kafka, kafka_reason, delta, delta_reason)
+
+
+def _pick(setting: str, python_name: str, jar: str | None, artifact: str, key: str) -> tuple[str, str]:
+    where = ", ".join(str(d) for d in jar_dirs())
+    if setting == "jvm" and jar is None:
+        raise KappaError(
+            f"spark.{key}_backend is 'jvm' but no {artifact} jar is on the classpath ({where}, "
+            f"spark.jars); add the jar or set spark.{key}_backend=auto")
+    if setting == "jvm" or (setting == "auto" and jar):
+        return "jvm", f"{artifact} jar found: {jar}"
+    if setting == python_name:
+        return python_name, f"spark.{key}_backend={python_name} in config"
+    return python_name, f"no {artifact} jar in {where} or spark.jars (Maven unreachable here)"
+
+
+def java_version() -> tuple[int, str]:
+    """The major version and version line of the ``java`` Spark will start."""
+    java_home = os.environ.get("JAVA_HOME")
+    java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
+    if not java or not Path(java).exists():
+        raise KappaError(f"Java {JAVA_MAJOR} not found (no java on PATH, JAVA_HOME unset); "
+                         "install openjdk-17-jre-headless or set JAVA_HOME")
+    out = subprocess.run([java, "-version"], capture_output=True, text=True, check=False)  # noqa: S603
+    line = (out.stderr or out.stdout).splitlines()[0] if (out.stderr or out.stdout) else ""
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', line)
+    if not match:
+        raise KappaError(f"could not read the Java version from {java!r}: {line!r}")
+    major = int(match.group(1)) if match.group(1) != "1" else int(match.group(2) or 0)
+    return major, line
+
+
+def spark_environment() -> None:
+    """Set the variables Spark needs on this machine (loopback, this interpreter)."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = os.environ.get("PYSPARK_PYTHON") or sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = os.environ.get("PYSPARK_DRIVER_PYTHON") or sys.executable
+
+
+def build_spark(config: KappaConfig, app_name: str | None = None) -> SparkSession:
+    """Build (or return the running) SparkSession for this run and register Python sources."""
+    major, line = java_version()
+    if major < JAVA_MAJOR:
+        raise KappaError(f"Spark 4 needs Java {JAVA_MAJOR}+, found {line!r}; set JAVA_HOME")
+    spark_environment()
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name or config.spark.app_name)
+    if config.spark.master.startswith(("local", "spark://", "yarn", "k8s://")):
+        builder = builder.master(config.spark.master)
+    settings: dict[str, str] = {
+        "spark.sql.shuffle.partitions": str(config.spark.shuffle_partitions),
+        "spark.ui.enabled": str(config.spark.ui_enabled).lower(),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.streaming.checkpointLocation.deleteTmpCheckpointDir": "true",
+    }
+    if config.spark.master.startswith("local"):
+        settings |= {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+    settings |= {key: str(value) for key, value in config.spark.conf.items()}
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    backends = choose_backends(config)
+    if backends.kafka == "python":
+        from jobs.common.kafka import register_data_sources
+
+        register_data_sources(spark)
+    logger.info("spark session ready master=%s kafka_backend=%s delta_backend=%s",
+                config.spark.master, backends.kafka, backends.delta)
+    return spark

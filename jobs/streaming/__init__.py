@@ -1,0 +1,1 @@
+"""Placeholder package; see README "What runs today"."""

@@ -1,0 +1,130 @@
+"""Session fixtures: one embedded stack on free loopback ports, one SparkSession.
+
+Tests never touch 6379/9092/5432 or a developer's `kappa stack up`: ports are picked free,
+data lives in a temporary folder, and only processes started here are stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from jobs.common.config import KappaConfig, load_config
+
+REPO = Path(__file__).resolve().parents[1]
+KAPPA = [sys.executable, "-m", "jobs.cli"]
+
+
+def free_port() -> int:
+    """A TCP port that is free on 127.0.0.1 right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark tests by folder: tests/unit -> unit, tests/integration -> integration."""
+    for item in items:
+        parts = Path(str(item.fspath)).relative_to(REPO / "tests").parts
+        if parts[0] in ("unit", "integration", "infra") and not item.get_closest_marker(parts[0]):
+            item.add_marker(getattr(pytest.mark, parts[0]))
+
+
+@pytest.fixture(scope="session")
+def stack_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A temporary folder for the session's stack data, lake and checkpoints."""
+    return tmp_path_factory.mktemp("kappa")
+
+
+@pytest.fixture(scope="session")
+def kappa_env(stack_root: Path) -> dict[str, str]:
+    """KAPPA_* variables that point a `kappa` subprocess at the session's stack."""
+    return {
+        "KAPPA_ENV": "test",
+        "KAPPA_KAFKA__BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}",
+        "KAPPA_REDIS__PORT": str(free_port()),
+        "KAPPA_STACK__DATA_DIR": str(stack_root / "stack"),
+        "KAPPA_LAKE__ROOT": str(stack_root / "lake"),
+        "KAPPA_LAKE__CHECKPOINT_ROOT": str(stack_root / "checkpoints"),
+        "KAPPA_COLLECTOR__LOG_PATH": str(stack_root / "collector" / "log.sqlite"),
+    }
+
+
+@pytest.fixture(scope="session")
+def test_config(kappa_env: dict[str, str]) -> KappaConfig:
+    """The validated config of the session (env `test` plus the session's ports)."""
+    return load_config("test", environ=kappa_env)
+
+
+@pytest.fixture(scope="session")
+def stack(test_config: KappaConfig) -> Iterator[KappaConfig]:
+    """Start the embedded Kafka and Redis once per session; stop them (by pid) at the end."""
+    from jobs.common.stack import EmbeddedStack
+
+    embedded = EmbeddedStack(test_config)
+    embedded.up(progress=lambda message: None)
+    try:
+        yield test_config
+    finally:
+        embedded.down(progress=lambda message: None)
+
+
+@pytest.fixture(scope="session")
+def kafka_props(stack: KappaConfig) -> dict[str, str]:
+    """librdkafka properties for the session's broker."""
+    return stack.kafka.client_config()
+
+
+@pytest.fixture()
+def topic_factory(kafka_props: dict[str, str]) -> Callable[..., str]:
+    """Create a uniquely named topic (default 3 partitions) and return its name."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(kafka_props)
+
+    def create(partitions: int = 3, prefix: str = "t") -> str:
+        name = f"{prefix}.{uuid.uuid4().hex[:10]}"
+        admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout=15)
+        return name
+
+    return create
+
+
+@pytest.fixture(scope="session")
+def redis_client(stack: KappaConfig):
+    """A client of the session's Redis (db 0, flushed by tests that need it empty)."""
+    import redis
+
+    client = redis.Redis(**stack.redis.client_kwargs())
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def spark(test_config: KappaConfig):
+    """The one SparkSession of the test session, built by the project's factory."""
+    from jobs.common.spark import build_spark
+
+    session = build_spark(test_config, app_name="kappa-tests")
+    yield session
+    session.stop()
+
+
+@pytest.fixture()
+def run_kappa(kappa_env: dict[str, str]) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Run the `kappa` CLI in a subprocess against the session's stack."""
+
+    def run(*args: str, env: dict[str, str] | None = None, timeout: float = 120,
+            **kwargs) -> subprocess.CompletedProcess[str]:
+        full_env = {**os.environ, **kappa_env, **(env or {}), "COLUMNS": "200"}
+        return subprocess.run([*KAPPA, *args], env=full_env, capture_output=True, text=True,
+                              timeout=timeout, cwd=REPO, check=False, **kwargs)
+
+    return run

@@ -1,0 +1,104 @@
+"""The embedded stack: health, round trips, idempotent up, clean down, clear errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from jobs.common.config import load_config
+from jobs.common.errors import StackError
+from jobs.common.stack import EmbeddedStack
+from tests.conftest import free_port
+
+
+def test_status_shows_both_services_healthy(run_kappa, stack):
+    result = run_kappa("stack", "status", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = {row["name"]: row for row in json.loads(result.stdout)}
+    assert rows["kafka"]["healthy"] and rows["redis"]["healthy"]
+    assert rows["kafka"]["address"] == stack.kafka.bootstrap_servers
+    assert rows["kafka"]["pid"] and rows["redis"]["pid"]
+
+
+def test_up_twice_is_harmless(run_kappa, stack):
+    before = {s.name: s.pid for s in EmbeddedStack(stack).status()}
+    result = run_kappa("stack", "up")
+    assert result.returncode == 0, result.stderr
+    assert "already running" in result.stderr
+    after = {s.name: s.pid for s in EmbeddedStack(stack).status()}
+    assert after == before
+
+
+def test_kafka_produce_consume_round_trip(kafka_props, topic_factory):
+    topic = topic_factory(partitions=1)
+    producer = Producer({**kafka_props, "enable.idempotence": True, "acks": "all"})
+    for i in range(5):
+        producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode())
+    assert producer.flush(10) == 0
+    consumer = Consumer({**kafka_props, "group.id": uuid.uuid4().hex,
+                         "receive.message.max.bytes": 1_000_000_000})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    seen = []
+    while len(seen) < 5:
+        batch = consumer.consume(10, timeout=5)
+        assert batch, f"no records after {seen}"
+        seen += [(m.key(), m.value()) for m in batch if m.error() is None]
+    consumer.close()
+    assert seen == [(f"k{i}".encode(), f"v{i}".encode()) for i in range(5)]
+
+
+def test_redis_ping(redis_client):
+    assert redis_client.ping() is True
+
+
+def _private_config(tmp_path, kafka_port=None, redis_port=None):
+    return load_config("test", environ={}, overrides={
+        "kafka.bootstrap_servers": f"127.0.0.1:{kafka_port or free_port()}",
+        "redis.port": redis_port or free_port(),
+        "stack.data_dir": str(tmp_path / "stack")})
+
+
+def test_down_leaves_no_process_behind(tmp_path):
+    stack = EmbeddedStack(_private_config(tmp_path))
+    started = {s.name: s.pid for s in stack.up(progress=lambda m: None)}
+    assert all(started.values())
+    stack.down(progress=lambda m: None)
+    for pid in started.values():
+        assert not os.path.exists(f"/proc/{pid}") or "Z" in open(f"/proc/{pid}/stat").read().split(")")[-1][:3]
+    assert not any(s.healthy for s in stack.status())
+    assert (tmp_path / "stack" / "kafka").exists(), "down keeps data unless --wipe"
+
+
+def test_busy_port_is_one_clear_error(tmp_path, run_kappa):
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        with pytest.raises(StackError, match=f"port {port} for kafka is already in use"):
+            EmbeddedStack(_private_config(tmp_path, kafka_port=port)).up(progress=lambda m: None)
+        result = run_kappa("stack", "up", env={
+            "KAPPA_KAFKA__BOOTSTRAP_SERVERS": f"127.0.0.1:{port}",
+            "KAPPA_STACK__DATA_DIR": str(tmp_path / "cli")})
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1].startswith("error: port")
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("service", ["kafka", "redis"])
+def test_missing_binary_is_one_clear_error(tmp_path, run_kappa, service):
+    missing = tmp_path / "nowhere" / "server"
+    env = {f"KAPPA_STACK__{service.upper()}_BINARY": str(missing),
+           "KAPPA_STACK__DATA_DIR": str(tmp_path / "s"),
+           "KAPPA_KAFKA__BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}",
+           "KAPPA_REDIS__PORT": str(free_port())}
+    result = run_kappa("stack", "up", env=env)
+    assert result.returncode == 1, result.stdout
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") and f"{missing} not found" in last
+    assert "Traceback" not in result.stderr
+    EmbeddedStack(load_config("test", environ=env)).down(progress=lambda m: None)
