@@ -13,9 +13,9 @@ import sys
 from dataclasses import asdict
 
 import typer
-from typer._click import exceptions as click_errors
 from rich.console import Console
 from rich.table import Table
+from typer._click import exceptions as click_errors
 
 from jobs.common.config import KappaConfig, load_config
 from jobs.common.errors import KappaError

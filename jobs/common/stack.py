@@ -124,7 +124,7 @@ class EmbeddedStack:
         log_file = self.log_path(service.name)
         log_file.parent.mkdir(parents=True, exist_ok=True)
         with log_file.open("ab") as log:
-            process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
+            process = subprocess.Popen(
                 command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True, cwd=self.data_dir)
         self._pidfile(service).write_text(f"{process.pid}\n")

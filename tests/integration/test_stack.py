@@ -69,9 +69,26 @@ def test_down_leaves_no_process_behind(tmp_path):
     assert all(started.values())
     stack.down(progress=lambda m: None)
     for pid in started.values():
-        assert not os.path.exists(f"/proc/{pid}") or "Z" in open(f"/proc/{pid}/stat").read().split(")")[-1][:3]
+        assert not _running(pid), f"pid {pid} still runs after down"
+    leftovers = [pid for pid in os.listdir("/proc") if pid.isdigit() and _mentions(pid, tmp_path)]
+    assert leftovers == [], "a process of the stack survived down"
     assert not any(s.healthy for s in stack.status())
     assert (tmp_path / "stack" / "kafka").exists(), "down keeps data unless --wipe"
+
+
+def _mentions(pid: str, path) -> bool:
+    try:
+        return str(path) in open(f"/proc/{pid}/cmdline").read() and _running(int(pid))
+    except OSError:
+        return False
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = open(f"/proc/{pid}/stat").read().split(")")[-1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
 
 
 def test_busy_port_is_one_clear_error(tmp_path, run_kappa):

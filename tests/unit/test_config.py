@@ -1,0 +1,102 @@
+"""Config loading: merge order, env overrides, secrets, placeholders, one clear error."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from jobs.common.config import load_config
+from jobs.common.errors import ConfigError
+
+
+def test_base_and_env_merge_with_env_var_overrides():
+    cfg = load_config("test", environ={"KAPPA_KAFKA__BOOTSTRAP_SERVERS": "b1:9093,b2:9093",
+                                       "KAPPA_TOPICS__RSVPS_RAW__PARTITIONS": "6"})
+    assert cfg.env == "test"
+    assert cfg.spark.ui_enabled is False  # from test.yaml
+    assert cfg.spark.master == "local[2]"  # from base.yaml
+    assert cfg.kafka.bootstrap_servers == "b1:9093,b2:9093"
+    assert cfg.topics["rsvps.raw"].partitions == 6
+    assert cfg.topics["rsvps.dlq"].partitions == 1
+
+
+def test_config_is_frozen():
+    cfg = load_config("test", environ={})
+    with pytest.raises(ValueError, match="frozen"):
+        cfg.kafka.bootstrap_servers = "x:1"
+
+
+def test_every_bad_key_is_listed_in_one_error():
+    with pytest.raises(ConfigError) as err:
+        load_config("test", environ={"KAPPA_REDIS__PORT": "abc", "KAPPA_SPARK__SHUFFLE_PARTITIONS": "0",
+                                     "KAPPA_NOPE__X": "1"})
+    message = str(err.value)
+    assert "redis.port" in message and "'abc'" in message
+    assert "spark.shuffle_partitions" in message
+    assert "KAPPA_NOPE__X" in message
+    assert "3 problem(s)" in message
+    assert err.value.exit_code == 2
+
+
+def test_unknown_key_in_a_file_is_rejected(tmp_path):
+    (tmp_path / "base.yaml").write_text("env: x\nkafka:\n  bootstrap_servers: h:1\n  bootstrap: typo\n")
+    (tmp_path / "dev.yaml").write_text("env: dev\n")
+    with pytest.raises(ConfigError, match=r"kafka\.bootstrap: Extra inputs are not permitted"):
+        load_config("dev", environ={}, directory=tmp_path)
+
+
+def test_broken_yaml_names_the_file_and_line(tmp_path):
+    (tmp_path / "base.yaml").write_text("env: x\nkafka: [unclosed\n")
+    (tmp_path / "dev.yaml").write_text("env: dev\n")
+    with pytest.raises(ConfigError, match=r"base\.yaml line \d+: not valid YAML"):
+        load_config("dev", environ={}, directory=tmp_path)
+
+
+def test_unknown_env_lists_the_known_ones():
+    with pytest.raises(ConfigError, match=r"unknown environment 'staging2'.*'local'.*'prod'.*'test'"):
+        load_config("staging2", environ={})
+
+
+def test_secrets_only_from_environment_and_never_shown():
+    cfg = load_config("test", environ={"KAPPA_KAFKA_SASL_PASSWORD": "hunter2",
+                                       "KAPPA_REDIS_PASSWORD": "redis-pw"})
+    assert cfg.kafka.client_config()["sasl.password"] == "hunter2"
+    assert cfg.redis.client_kwargs()["password"] == "redis-pw"
+    dumped = cfg.model_dump_json() + repr(cfg) + str(cfg)
+    assert "hunter2" not in dumped and "redis-pw" not in dumped
+
+
+def test_secret_in_a_file_is_refused(tmp_path):
+    (tmp_path / "base.yaml").write_text("env: x\nkafka:\n  bootstrap_servers: h:1\n  sasl_password: oops\n")
+    (tmp_path / "dev.yaml").write_text("env: dev\n")
+    with pytest.raises(ConfigError, match="KAPPA_KAFKA_SASL_PASSWORD") as err:
+        load_config("dev", environ={}, directory=tmp_path)
+    assert "oops" not in str(err.value)
+
+
+def test_prod_needs_terraform_outputs_then_loads(tmp_path):
+    with pytest.raises(ConfigError, match=r"kafka\.bootstrap_servers <- kafka_bootstrap_servers"):
+        load_config("prod", environ={})
+    outputs = {name: {"value": value, "sensitive": False} for name, value in {
+        "kafka_bootstrap_servers": "b-1.msk:9096,b-2.msk:9096",
+        "kafka_sasl_secret_arn": "arn:aws:secretsmanager:eu-west-1:1:secret:AmazonMSK_kappa",
+        "redis_host": "master.kappa.cache.amazonaws.com", "redis_port": 6379,
+        "redis_auth_secret_arn": "arn:aws:secretsmanager:eu-west-1:1:secret:redis",
+        "spark_application_id": "00abc", "spark_job_role_arn": "arn:aws:iam::1:role/spark",
+        "spark_artifacts_uri": "s3://kappa-artifacts/jobs/", "lake_root": "s3://kappa-lake/delta",
+        "checkpoint_root": "s3://kappa-lake/checkpoints", "airflow_dags_uri": "s3://kappa-dags/dags",
+        "airflow_webserver_url": "https://mwaa.example"}.items()}
+    path = tmp_path / "outputs.json"
+    path.write_text(json.dumps(outputs))
+    cfg = load_config("prod", environ={"KAPPA_TERRAFORM_OUTPUTS": str(path)})
+    assert cfg.kafka.bootstrap_servers == "b-1.msk:9096,b-2.msk:9096"
+    assert cfg.kafka.security_protocol == "SASL_SSL"
+    assert cfg.redis.port == 6379 and cfg.redis.tls is True
+    assert cfg.lake.root == "s3://kappa-lake/delta"
+
+
+def test_relative_paths_resolve_under_the_repository():
+    cfg = load_config("local", environ={})
+    assert cfg.stack.data_dir.is_absolute()
+    assert cfg.lake.root.startswith("/") and cfg.lake.root.endswith("var/lake")
