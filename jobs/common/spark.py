@@ -95,7 +95,7 @@ def java_version() -> tuple[int, str]:
     if not java or not Path(java).exists():
         raise KappaError(f"Java {JAVA_MAJOR} not found (no java on PATH, JAVA_HOME unset); "
                          "install openjdk-17-jre-headless or set JAVA_HOME")
-    out = subprocess.run([java, "-version"], capture_output=True, text=True, check=False)  # noqa: S603
+    out = subprocess.run([java, "-version"], capture_output=True, text=True, check=False)
     line = (out.stderr or out.stdout).splitlines()[0] if (out.stderr or out.stdout) else ""
     match = re.search(r'version "(\d+)(?:\.(\d+))?', line)
     if not match:
