@@ -119,3 +119,16 @@ def test_missing_binary_is_one_clear_error(tmp_path, run_kappa, service):
     assert last.startswith("error: ") and f"{missing} not found" in last
     assert "Traceback" not in result.stderr
     EmbeddedStack(load_config("test", environ=env)).down(progress=lambda m: None)
+
+
+def test_external_services_are_checked_not_started(run_kappa, stack, tmp_path):
+    env = {"KAPPA_KAFKA__EMBEDDED": "false", "KAPPA_REDIS__EMBEDDED": "false",
+           "KAPPA_STACK__DATA_DIR": str(tmp_path / "ext")}
+    up = run_kappa("stack", "up", env=env)
+    assert up.returncode == 0, up.stderr
+    assert "kafka: external at" in up.stderr and "not started" in up.stderr
+    assert not (tmp_path / "ext" / "kafka.pid").exists()
+    status = run_kappa("stack", "status", "--json", env=env)
+    rows = {row["name"]: row for row in json.loads(status.stdout)}
+    assert rows["kafka"]["managed"] is False and rows["kafka"]["healthy"] is True
+    assert rows["redis"]["managed"] is False and rows["redis"]["healthy"] is True
