@@ -178,6 +178,14 @@ def show_config() -> None:
     console.print_json(config().model_dump_json())
 
 
+@app.command("demo")
+def demo() -> None:
+    """Run the platform end to end on the embedded stack, as far as it is built (make demo)."""
+    from jobs.demo import run_demo
+
+    raise typer.Exit(run_demo(config(), say=lambda line: console.print(line, highlight=False)))
+
+
 def _register_subcommands() -> None:
     """Attach the command groups that live beside the code they operate."""
     from jobs.collector import cli as collector_cli
