@@ -1,0 +1,126 @@
+variable "region" {
+  type        = string
+  description = "AWS region of the whole platform."
+  default     = "eu-west-1"
+}
+
+variable "availability_zones" {
+  type        = list(string)
+  description = "Three availability zones of the region, one MSK broker and one private subnet in each."
+  default     = ["eu-west-1a", "eu-west-1b", "eu-west-1c"]
+}
+
+variable "environment" {
+  type        = string
+  description = "Environment name; resources are named kappa-<environment>."
+  default     = "prod"
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{1,20}$", var.environment))
+    error_message = "environment must be 2-21 lowercase letters, digits or hyphens (it is part of bucket names)."
+  }
+}
+
+variable "vpc_cidr" {
+  type        = string
+  description = "IPv4 CIDR of the platform VPC (must not overlap networks peered with it)."
+  default     = "10.40.0.0/16"
+}
+
+variable "single_nat_gateway" {
+  type        = bool
+  description = "One NAT gateway for all AZs (cheaper) instead of one per AZ (survives an AZ outage)."
+  default     = false
+}
+
+variable "vpc_interface_endpoints" {
+  type        = list(string)
+  description = "AWS APIs reached through interface endpoints (about 7 USD a month per AZ each); the rest go through NAT."
+  default     = ["secretsmanager", "kms", "sts", "logs"]
+}
+
+variable "allow_destroy_with_data" {
+  type        = bool
+  description = "Let terraform destroy delete non-empty buckets and the lock table; never true in prod."
+  default     = false
+}
+
+variable "kms_deletion_window_days" {
+  type        = number
+  description = "Waiting period before deleted KMS keys are destroyed (7-30 days)."
+  default     = 30
+}
+
+variable "secret_recovery_window_days" {
+  type        = number
+  description = "Days deleted secrets stay recoverable (0 or 7-30)."
+  default     = 30
+}
+
+variable "kafka_broker_instance_type" {
+  type        = string
+  description = "MSK broker instance type."
+  default     = "kafka.m7g.large"
+}
+
+variable "kafka_broker_volume_size" {
+  type        = number
+  description = "EBS GiB per broker."
+  default     = 200
+}
+
+variable "kafka_topics" {
+  type        = list(string)
+  description = "Platform topics (conf/base.yaml): the Spark jobs read and write them, the DAGs describe them."
+  default     = ["rsvps.raw", "rsvps.analyzed", "rsvps.summaries", "rsvps.dlq", "platform.metrics", "platform.errors"]
+}
+
+variable "kafka_scram_rotation" {
+  type        = number
+  description = "Generation of the MSK SCRAM password; increment to rotate (docs/runbooks/terraform.md)."
+  default     = 1
+}
+
+variable "redis_node_type" {
+  type        = string
+  description = "ElastiCache node type (two nodes: primary and replica)."
+  default     = "cache.r7g.large"
+}
+
+variable "redis_auth_rotation" {
+  type        = number
+  description = "Generation of the Redis AUTH token; increment to rotate (docs/runbooks/terraform.md)."
+  default     = 1
+}
+
+variable "spark_maximum_capacity" {
+  type = object({
+    cpu    = string
+    memory = string
+    disk   = string
+  })
+  description = "Ceiling on what all Spark jobs together may hold on EMR Serverless."
+  default = {
+    cpu    = "48 vCPU"
+    memory = "192 GB"
+    disk   = "1000 GB"
+  }
+}
+
+variable "mwaa_environment_class" {
+  type        = string
+  description = "MWAA environment class."
+  default     = "mw1.medium"
+}
+
+variable "mwaa_max_workers" {
+  type        = number
+  description = "Most workers MWAA scales to."
+  default     = 5
+}
+
+variable "mwaa_webserver_access_mode" {
+  type        = string
+  description = "PRIVATE_ONLY or PUBLIC_ONLY access to the Airflow UI."
+  default     = "PRIVATE_ONLY"
+}
