@@ -117,6 +117,7 @@ class CollectorConfig(_Section):
     max_record_bytes: int = Field(default=65_536, ge=64)
     max_retries: int = Field(default=5, ge=1)
     topic: str = "rsvps.raw"
+    dlq_topic: str = "rsvps.dlq"
 
 
 class AirflowConfig(_Section):
