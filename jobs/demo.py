@@ -8,9 +8,6 @@ not built yet are named, not imitated.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 
@@ -31,14 +28,14 @@ def run_demo(cfg: KappaConfig, say: Callable[[str], None]) -> int:
     from jobs.common.stack import EmbeddedStack
     from jobs.common.topics import apply_topics, list_topics
 
-    say("1/4 embedded stack")
+    say("1/4 embedded stack (nothing is started for services marked external)")
     EmbeddedStack(cfg).up(progress=say)
     say("2/4 topics")
     for result in apply_topics(cfg.kafka, cfg.topics):
         say(f"    {result.name}: {result.action}")
     before = _records(list_topics(cfg.kafka, [cfg.collector.topic]))
     say(f"3/4 collector: {SAMPLE.relative_to(PROJECT_ROOT)} -> {cfg.collector.topic}")
-    collected = _collect(say)
+    collected = _collect(cfg, say)
     after = _records(list_topics(cfg.kafka, [cfg.collector.topic]))
     say(f"    {cfg.collector.topic} grew by {after - before} records")
     say("4/4 Spark reads rsvps.raw through the Kafka data source")
@@ -55,19 +52,18 @@ def _records(infos) -> int:
     return sum(info.records for info in infos)
 
 
-def _collect(say: Callable[[str], None]) -> dict[str, int]:
+def _collect(cfg: KappaConfig, say: Callable[[str], None]) -> dict[str, int]:
+    """Pull the sample file through the collector, as `kappa collect --file` does."""
+    from jobs.collector import pull
+    from jobs.collector.run import Source, run_collector
+    from jobs.collector.service import Collector, Settings
+
     started = time.monotonic()
-    result = subprocess.run(  # the same command an operator runs
-        [sys.executable, "-m", "jobs.cli", "collect", "--file", str(SAMPLE), "--json"],
-        capture_output=True, text=True, check=False, cwd=PROJECT_ROOT)
-    if result.returncode != 0:
-        say(result.stderr.strip())
-        raise SystemExit(result.returncode)
-    summary = json.loads(result.stdout)
-    say(f"    accepted {summary.get('accepted')}, rejected {summary.get('rejected')} "
-        f"(malformed lines, kept in rsvps.dlq with their reason) in "
-        f"{time.monotonic() - started:.1f}s")
-    return summary
+    collector = Collector(Settings.from_config(cfg), cfg.kafka.client_config())
+    counts = run_collector(collector, False, Source("file", pull.file_chunks(SAMPLE)), say)
+    say(f"    accepted {counts.accepted}, rejected {counts.rejected} (malformed lines, kept in "
+        f"{cfg.collector.dlq_topic} with their reason) in {time.monotonic() - started:.1f}s")
+    return {"accepted": counts.accepted, "rejected": counts.rejected}
 
 
 def _spark_summary(cfg: KappaConfig, say: Callable[[str], None]) -> int:
@@ -79,9 +75,11 @@ def _spark_summary(cfg: KappaConfig, say: Callable[[str], None]) -> int:
 
     spark = build_spark(cfg, app_name="kappa-demo")
     raw = read_kafka(spark, cfg, topics=[cfg.collector.topic], starting="earliest", ending="latest")
-    rsvps = raw.select(F.from_json(F.col("value").cast("string"), to_struct_type()).alias("r"))
-    total = raw.count()
-    say(f"    read {total} records from {raw.select('partition').distinct().count()} partitions")
+    rsvps = raw.select(
+        "partition", F.from_json(F.col("value").cast("string"), to_struct_type()).alias("r")
+    ).cache()
+    total = rsvps.count()
+    say(f"    read {total} records from {rsvps.select('partition').distinct().count()} partitions")
     cities = (
         rsvps.groupBy(F.col("r.group.group_city").alias("city")).count()
         .orderBy(F.desc("count"), "city").limit(TOP_N).collect()

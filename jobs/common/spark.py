@@ -127,6 +127,7 @@ def build_spark(config: KappaConfig, app_name: str | None = None) -> SparkSessio
         "spark.ui.enabled": str(config.spark.ui_enabled).lower(),
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.ui.showConsoleProgress": "false",
         "spark.sql.streaming.checkpointLocation.deleteTmpCheckpointDir": "true",
     }
     if config.spark.master.startswith("local"):
