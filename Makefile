@@ -39,8 +39,9 @@ test-integration: setup  ## Only the tests against the embedded stack
 demo: setup  ## Run the main job on the embedded stack
 	$(BIN)/kappa demo
 
-lint: setup  ## ruff on the code
+lint: setup  ## ruff and mypy on the code
 	$(BIN)/ruff check jobs tests bench dags
+	$(BIN)/mypy
 
 lock:  ## Re-resolve requirements/lock.txt from requirements/main.in
 	$(BIN)/uv pip compile requirements/main.in --python-version 3.11 --no-header \
