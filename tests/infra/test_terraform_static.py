@@ -1,6 +1,6 @@
 """Static checks of infra/terraform: HCL parses, house style, no secrets in code, private buckets,
-least-privilege policies, conf/prod.yaml placeholders covered, checkov clean; and the same checks
-fail on a deliberately broken copy. Neither terraform nor its providers are needed."""
+least-privilege policies and Kafka ACLs, conf/prod.yaml placeholders covered, checkov clean; and
+the same checks fail on a deliberately broken copy. Neither terraform nor its providers are needed."""
 
 from __future__ import annotations
 
@@ -13,9 +13,12 @@ import pytest
 from tests.infra.tf_checks import (
     PROD_CONF,
     TERRAFORM_ROOT,
+    allow_everyone_if_no_acl_found,
     blocks_in_dir,
+    check_acl_default,
     check_backend,
     check_checkov_skips,
+    check_kafka_acls,
     check_literal_secrets,
     check_module_layout,
     check_parse,
@@ -27,22 +30,73 @@ from tests.infra.tf_checks import (
     check_variables,
     checkov_binary,
     conf_placeholders,
+    kafka_acl_grants,
     output_names,
     run_checkov,
     tf_files,
+    variable_default,
 )
 
 pytestmark = pytest.mark.infra
 
 MODULES = TERRAFORM_ROOT / "modules"
 ENVIRONMENTS = ("prod", "staging")
-EXPECTED_MODULES = {"network", "kafka", "spark", "redis", "lake", "airflow"}
+ACL_ROOTS = ("prod-acls", "staging-acls")  # the Kafka ACLs of each, applied from inside the VPC
+EXPECTED_MODULES = {"network", "kafka", "kafka-acls", "spark", "redis", "lake", "airflow"}
 # The only actions granted on Resource "*": AWS offers no resource-level scoping for them.
 UNSCOPABLE_ACTIONS = {"s3:GetAccountPublicAccessBlock", "cloudwatch:PutMetricData"}
 # kafka-cluster actions on the cluster itself; every other one must name topics, groups or ids.
 CLUSTER_ACTIONS = {
     "kafka-cluster:Connect", "kafka-cluster:DescribeCluster", "kafka-cluster:WriteDataIdempotently",
 }
+
+
+# What each SCRAM user may do on the brokers, written out by hand (the issue's least-privilege
+# table): (operation, resource type, pattern type, name).
+PLATFORM_TOPICS = (
+    "rsvps.raw", "rsvps.analyzed", "rsvps.summaries", "rsvps.dlq", "platform.metrics", "platform.errors",
+)
+IDEMPOTENT_PRODUCER = {("IdempotentWrite", "Cluster", "Literal", "kafka-cluster")}
+
+
+def topic_acls(operations: str, *topics: str) -> set[tuple[str, str, str, str]]:
+    return {(operation, "Topic", "Literal", topic) for operation in operations.split() for topic in topics}
+
+
+def group_acls(operation: str, prefix: str) -> set[tuple[str, str, str, str]]:
+    return {(operation, "Group", "Prefixed", prefix)}
+
+
+EXPECTED_ACLS = {
+    "collector": topic_acls("Write Describe", "rsvps.raw", "rsvps.dlq") | IDEMPOTENT_PRODUCER,
+    "streaming": (
+        topic_acls("Read Describe", "rsvps.raw")
+        | topic_acls(
+            "Write Describe",
+            "rsvps.analyzed", "rsvps.summaries", "rsvps.dlq", "platform.metrics", "platform.errors",
+        )
+        | group_acls("Read", "kappa-streaming")
+        | IDEMPOTENT_PRODUCER
+    ),
+    "loader": (
+        topic_acls("Read Describe", *PLATFORM_TOPICS)
+        | topic_acls("Write", "platform.metrics", "platform.errors")
+        | group_acls("Read", "kappa-loader")
+        | IDEMPOTENT_PRODUCER
+    ),
+    "airflow": topic_acls("Describe", *PLATFORM_TOPICS) | group_acls("Describe", "kappa-"),
+    "operator": topic_acls("Create Alter AlterConfigs DescribeConfigs Describe", *PLATFORM_TOPICS),
+}
+WILDCARD_ACL = """
+resource "kafka_acl" "everything" {
+  resource_name       = "*"
+  resource_type       = "Topic"
+  acl_principal       = "User:collector"
+  acl_host            = "*"
+  acl_operation       = "All"
+  acl_permission_type = "Allow"
+}
+"""
 
 
 def remove_block(text: str, header: str) -> str:
@@ -99,7 +153,7 @@ def broken_lake(tmp_path: Path) -> Path:
 
 def test_every_tf_file_parses():
     files = tf_files(TERRAFORM_ROOT)
-    assert {f.parent.name for f in files} >= EXPECTED_MODULES | set(ENVIRONMENTS)
+    assert {f.parent.name for f in files} >= EXPECTED_MODULES | set(ENVIRONMENTS) | set(ACL_ROOTS)
     assert check_parse(TERRAFORM_ROOT) == []
 
 
@@ -114,7 +168,7 @@ def test_modules_follow_the_house_layout():
 
 def test_providers_are_pinned_and_state_is_remote_encrypted_and_locked():
     assert check_provider_pins(TERRAFORM_ROOT) == []
-    for env in ENVIRONMENTS:
+    for env in ENVIRONMENTS + ACL_ROOTS:
         assert check_backend(TERRAFORM_ROOT / "environments" / env) == []
 
 
@@ -140,9 +194,10 @@ def test_every_prod_placeholder_is_exactly_one_output(env):
     assert check_placeholders(PROD_CONF, TERRAFORM_ROOT / "environments" / env) == []
 
 
-def test_staging_runs_the_same_wiring_as_prod():
+@pytest.mark.parametrize("pair", [ENVIRONMENTS, ACL_ROOTS], ids=["platform", "acls"])
+def test_staging_runs_the_same_wiring_as_prod(pair):
     """Staging differs from prod only in variable defaults (sizes, switches), never in structure."""
-    prod, staging = (TERRAFORM_ROOT / "environments" / env for env in ENVIRONMENTS)
+    prod, staging = (TERRAFORM_ROOT / "environments" / env for env in pair)
     assert (prod / "main.tf").read_text() == (staging / "main.tf").read_text()
     assert output_names(prod) == output_names(staging)
     variables = [{b.labels for b in blocks_in_dir(env, "variable")} for env in (prod, staging)]
@@ -158,11 +213,52 @@ def test_kafka_is_tls_only_with_scram_from_a_cmk_encrypted_secret():
     assert cluster["client_authentication"][0]["sasl"][0]["scram"] is True
     assert cluster["client_authentication"][0]["unauthenticated"] is False
     assert cluster["logging_info"][0]["broker_logs"][0]["cloudwatch_logs"][0]["enabled"] is True
+    for name in ("random_password", "aws_secretsmanager_secret", "aws_secretsmanager_secret_version"):
+        assert resources[(name, "scram")]["for_each"] == "${local.scram_users}", name
     secret = resources[("aws_secretsmanager_secret", "scram")]
-    assert secret["name"].startswith("AmazonMSK_")
+    assert secret["name"].startswith("AmazonMSK_") and secret["name"].endswith("_${each.key}")
     assert "module.kms.key_arn" in secret["kms_key_id"]
+    stored = resources[("aws_secretsmanager_secret_version", "scram")]["secret_string"]
+    assert "username = each.key" in stored and "random_password.scram[each.key].result" in stored
     association = resources[("aws_msk_scram_secret_association", "this")]
-    assert "aws_secretsmanager_secret.scram.arn" in str(association["secret_arn_list"])
+    assert "aws_secretsmanager_secret.scram[user].arn" in str(association["secret_arn_list"])
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_each_workload_gets_its_own_scram_secret_and_only_its_own(env):
+    root = TERRAFORM_ROOT / "environments" / env
+    assert sorted(variable_default(root, "kafka_scram_users")) == sorted(EXPECTED_ACLS)
+    outputs = {b.labels[0]: b.body["value"] for b in blocks_in_dir(root, "output")}
+    assert outputs["kafka_sasl_secret_arn"] == '${module.kafka.scram_secret_arns["streaming"]}'
+    assert outputs["kafka_sasl_secret_arns"] == "${module.kafka.scram_secret_arns}"
+    wiring = {b.labels[0]: b.body for b in blocks_in_dir(root, "module")}
+    local_values = {k: v for b in blocks_in_dir(root, "locals") for k, v in b.body.items()}
+    assert local_values["kafka_spark_users"] == ["streaming", "loader"]
+    assert "local.kafka_spark_users" in wiring["spark"]["secret_arns"]
+    assert local_values["kafka_airflow_user"] == "airflow"
+    assert "scram_secret_arns[local.kafka_airflow_user]" in wiring["airflow"]["kafka_secret_arn"]
+
+
+@pytest.mark.parametrize("env", ACL_ROOTS)
+def test_each_workload_is_granted_only_its_topics_and_groups(env):
+    grants, problems = kafka_acl_grants(TERRAFORM_ROOT / "environments" / env)
+    assert problems == []
+    assert grants == EXPECTED_ACLS
+    for user, acls in grants.items():
+        for operation, kind, pattern, name in acls:
+            assert "*" not in name and operation != "All", (user, operation, kind, name)
+            assert kind == "Group" or pattern == "Literal", (user, operation, kind, name)
+
+
+def test_kafka_acls_name_their_resources_and_operations():
+    assert check_kafka_acls(TERRAFORM_ROOT) == []
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_brokers_deny_what_no_acl_grants(env):
+    assert variable_default(MODULES / "kafka", "allow_everyone_if_no_acl_found") is False
+    assert allow_everyone_if_no_acl_found(TERRAFORM_ROOT / "environments" / env) == [False]
+    assert check_acl_default(TERRAFORM_ROOT / "environments" / env) == []
 
 
 def test_redis_encrypts_and_takes_its_token_from_a_generated_secret():
@@ -221,6 +317,69 @@ def test_checkov_fails_on_a_public_bucket(broken_lake, checkov):
     report = run_checkov(broken_lake, checkov)
     assert report.returncode != 0
     assert {"CKV2_AWS_6", "CKV_AWS_20"} <= report.failed_ids, report.failed
+
+
+@pytest.fixture
+def acls_copy(tmp_path: Path) -> Path:
+    """A copy of the kafka-acls module and the prod ACL root (same relative layout)."""
+    shutil.copytree(MODULES / "kafka-acls", tmp_path / "modules" / "kafka-acls")
+    shutil.copytree(TERRAFORM_ROOT / "environments" / "prod-acls", tmp_path / "environments" / "prod-acls")
+    return tmp_path
+
+
+def test_checks_catch_a_wildcard_acl(acls_copy):
+    assert check_kafka_acls(acls_copy) == []
+    main = acls_copy / "modules" / "kafka-acls" / "main.tf"
+    main.write_text(main.read_text() + WILDCARD_ACL)
+    problems = check_kafka_acls(acls_copy)
+    assert len(problems) == 3, problems
+    assert "kafka_acl.everything" in problems[0] and "resource_name '*' is a wildcard" in problems[0]
+    assert "kafka_acl.everything" in problems[1] and "grants 'All' on a Topic" in problems[1]
+    assert "main.tf" in problems[2] and "'All' must never be granted" in problems[2]
+
+
+def test_checks_catch_a_wildcard_topic_or_group_grant(acls_copy):
+    variables = acls_copy / "environments" / "prod-acls" / "variables.tf"
+    text = variables.read_text()
+    text = text.replace('consume = ["rsvps.raw"]', 'consume = ["rsvps.raw", "*"]', 1)
+    text = text.replace('consume = ["kappa-loader"]', 'consume = ["*"]', 1)
+    variables.write_text(text)
+    problems = check_kafka_acls(acls_copy)
+    assert len(problems) == 2, problems
+    assert "streaming: Topic name '*' is a wildcard" in problems[0]
+    assert "loader: Group name '*' is a wildcard" in problems[1]
+    grants, _ = kafka_acl_grants(acls_copy / "environments" / "prod-acls")
+    assert ("Read", "Topic", "Literal", "*") in grants["streaming"]
+
+
+def test_checks_catch_all_hidden_in_the_operation_table(acls_copy):
+    main = acls_copy / "modules" / "kafka-acls" / "main.tf"
+    text = main.read_text().replace('produce  = ["Write", "Describe"]', 'produce  = ["All"]', 1)
+    main.write_text(text)
+    problems = check_kafka_acls(acls_copy)
+    assert any("kafka_acl.this" in p and "grants 'All' on a Topic" in p for p in problems), problems
+    assert any("'All' must never be granted" in p for p in problems), problems
+
+
+def test_checks_catch_brokers_that_allow_everyone(tmp_path):
+    shutil.copytree(MODULES / "kafka", tmp_path / "modules" / "kafka")
+    shutil.copytree(TERRAFORM_ROOT / "environments" / "prod", tmp_path / "environments" / "prod")
+    root = tmp_path / "environments" / "prod"
+    assert check_acl_default(root) == []
+    variables = root / "variables.tf"
+    default = 'variable "kafka_allow_everyone_if_no_acl_found" {'
+    text = variables.read_text()
+    start = text.index(default)
+    variables.write_text(text[:start] + text[start:].replace("default     = false", "default     = true", 1))
+    assert allow_everyone_if_no_acl_found(root) == [True]
+    assert "resolves to [True]" in check_acl_default(root)[0]
+    main = root / "main.tf"
+    argument = "  allow_everyone_if_no_acl_found = var.kafka_allow_everyone_if_no_acl_found\n"
+    main.write_text(main.read_text().replace(argument, ""))
+    assert check_acl_default(root) == []  # the module's default (false) applies again
+    override = '  server_properties = { "allow.everyone.if.no.acl.found" = "true" }\n'
+    main.write_text(main.read_text().replace("  scram_users ", override + "  scram_users ", 1))
+    assert allow_everyone_if_no_acl_found(root) == [True]
 
 
 def test_checks_catch_a_missing_or_doubled_output(tmp_path):

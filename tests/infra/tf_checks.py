@@ -48,6 +48,22 @@ LITERAL_SECRET = re.compile(
 SECRET_VALUE_REFERENCE = re.compile(r"random_password\.|\.auth_token\b|\.secret_string\b|\.result\b")
 # Keys of a partial S3 backend that must come from -backend-config, not the code.
 BACKEND_CONFIG_KEYS = ("bucket", "key", "region", "dynamodb_table", "kms_key_id")
+# Resource type prefixes that need no provider in required_providers (terraform_data, ...).
+BUILTIN_PROVIDERS = frozenset({"terraform"})
+# Kafka ACLs (Mongey/kafka kafka_acl): what may be granted on each resource type, with which
+# pattern types. Never All, Any, Delete or ClusterAction; topics only by exact name.
+KAFKA_MODULE, KAFKA_ACLS_MODULE = "modules/kafka", "modules/kafka-acls"
+ACL_OPERATIONS = {
+    "Topic": frozenset({"Read", "Write", "Describe", "Create", "Alter", "AlterConfigs", "DescribeConfigs"}),
+    "Group": frozenset({"Read", "Describe"}),
+    "Cluster": frozenset({"IdempotentWrite"}),
+}
+ACL_PATTERNS = {"Topic": {"Literal"}, "Group": {"Literal", "Prefixed"}, "Cluster": {"Literal"}}
+# Where the module keeps the operations each access kind stands for, per resource type.
+ACL_OPERATION_LOCALS = {"Topic": "topic_operations", "Group": "group_operations"}
+NEVER_GRANTED = re.compile(r'"(All|Any|Unknown|Delete|ClusterAction)"')
+MIN_GROUP_PREFIX = 4
+ALLOW_EVERYONE = "allow_everyone_if_no_acl_found"
 
 # python-hcl2 8 quotes labels and strings and keeps comments unless told otherwise.
 _PARSE_OPTIONS = hcl2.SerializationOptions(with_comments=False, strip_string_quotes=True)
@@ -189,10 +205,18 @@ def check_module_layout(modules_dir: Path) -> list[str]:
     return problems
 
 
+def used_providers(directory: Path) -> set[str]:
+    """Local names of the providers a directory's resources, data sources and provider blocks use."""
+    blocks = blocks_in_dir(directory, "resource") + blocks_in_dir(directory, "data")
+    names = {b.labels[0].split("_")[0] for b in blocks}
+    names |= {b.labels[0] for b in blocks_in_dir(directory, "provider")}
+    return names - BUILTIN_PROVIDERS
+
+
 def check_provider_pins(root: Path) -> list[str]:
-    """Every versions.tf pins terraform and each provider's source and version; aws is pinned alike."""
+    """Every versions.tf pins terraform and each provider it uses (source and version), alike everywhere."""
     problems = []
-    aws_pins: dict[str, list[Path]] = {}
+    pins: dict[str, dict[str, list[Path]]] = {}
     for path in sorted(root.rglob("versions.tf")):
         settings = blocks_in_file(path, "terraform")
         if not settings:
@@ -207,15 +231,19 @@ def check_provider_pins(root: Path) -> list[str]:
             for name, spec in entry.items()
             if not name.startswith("__")
         }
-        if "aws" not in providers:
-            problems.append(f"{path}: the aws provider is not in required_providers")
+        for name in sorted(used_providers(path.parent) - set(providers)):
+            problems.append(f"{path}: the {name} provider is used but not in required_providers")
         for name, spec in providers.items():
             if not isinstance(spec, dict) or not spec.get("source") or not spec.get("version"):
                 problems.append(f"{path}: provider {name} needs both source and version")
-            elif name == "aws":
-                aws_pins.setdefault(spec["version"], []).append(path)
-    if len(aws_pins) > 1:
-        problems.append(f"aws provider pinned differently: {', '.join(sorted(aws_pins))}; use one constraint")
+            else:
+                by_version = pins.setdefault(f"{name} ({spec['source']})", {})
+                by_version.setdefault(spec["version"], []).append(path)
+    for provider, versions in sorted(pins.items()):
+        if len(versions) > 1:
+            problems.append(
+                f"{provider} pinned differently: {', '.join(sorted(versions))}; use one constraint"
+            )
     return problems
 
 
@@ -370,9 +398,177 @@ def check_placeholders(conf_path: Path, env_dir: Path) -> list[str]:
     ]
 
 
+# --------------------------------------------------------------------------- Kafka ACLs
+
+Grant = tuple[str, str, str, str]  # (operation, resource type, pattern type, resource name)
+
+
+def module_calls(env_dir: Path, source_suffix: str) -> list[Block]:
+    """The ``module`` blocks of a root whose source ends with source_suffix."""
+    return [
+        block
+        for block in blocks_in_dir(env_dir, "module")
+        if str(block.body.get("source", "")).rstrip("/").endswith(source_suffix)
+    ]
+
+
+def roots_calling(root: Path, source_suffix: str) -> list[Path]:
+    """The environments under root that call a module whose source ends with source_suffix."""
+    environments = sorted(d for d in (root / "environments").iterdir() if d.is_dir())
+    return [env for env in environments if module_calls(env, source_suffix)]
+
+
+def variable_default(directory: Path, name: str) -> Any:
+    """The default of variable ``name`` in directory (None when it has none)."""
+    for block in blocks_in_dir(directory, "variable"):
+        if block.labels[0] == name:
+            return block.body.get("default")
+    return None
+
+
+def resolve(directory: Path, value: Any) -> Any:
+    """A module argument's value: a literal as is, ``var.NAME`` as that variable's default."""
+    match = re.fullmatch(r"\$\{var\.(\w+)\}", value) if isinstance(value, str) else None
+    return variable_default(directory, match.group(1)) if match else value
+
+
+def _entries(mapping: Any) -> dict[str, Any]:
+    """A parsed HCL map without python-hcl2's ``__is_block__``-style markers."""
+    return {k: v for k, v in (mapping or {}).items() if not str(k).startswith("__")}
+
+
+def _locals(directory: Path) -> dict[str, Any]:
+    return {k: v for block in blocks_in_dir(directory, "locals") for k, v in _entries(block.body).items()}
+
+
+def _acl_operations(block: Block, local_values: dict[str, Any]) -> set[str] | None:
+    """The operations one kafka_acl may grant: its literal, or every entry of its operations table."""
+    kind, operation = block.body.get("resource_type"), str(block.body.get("acl_operation", ""))
+    if "${" not in operation:
+        return {operation}
+    table = ACL_OPERATION_LOCALS.get(kind)
+    if table not in local_values:
+        return None
+    return {op for ops in _entries(local_values[table]).values() for op in ops}
+
+
+def check_kafka_acl_resources(directory: Path) -> list[str]:
+    """Each kafka_acl grants named operations on a named resource: no wildcard, no All."""
+    problems = []
+    local_values = _locals(directory)
+    for block in (b for b in blocks_in_dir(directory, "resource") if b.labels[0] == "kafka_acl"):
+        body, where, kind = block.body, block.address, block.body.get("resource_type")
+        if kind not in ACL_OPERATIONS:
+            problems.append(f"{where}: resource_type {kind!r}; grant only on {', '.join(ACL_OPERATIONS)}")
+            continue
+        if "*" in str(body.get("resource_name", "*")):
+            problems.append(f"{where}: resource_name {body.get('resource_name')!r} is a wildcard; name it")
+        pattern = body.get("resource_pattern_type_filter", "Literal")
+        if pattern not in ACL_PATTERNS[kind]:
+            problems.append(f"{where}: pattern {pattern!r} on a {kind}; use {sorted(ACL_PATTERNS[kind])}")
+        if body.get("acl_permission_type") != "Allow":
+            problems.append(f"{where}: acl_permission_type must be Allow")
+        if not str(body.get("acl_principal", "")).startswith("User:"):
+            problems.append(f"{where}: acl_principal must be User:<SCRAM user>")
+        operations = _acl_operations(block, local_values)
+        if operations is None:
+            table = ACL_OPERATION_LOCALS.get(kind, "a literal")
+            problems.append(f"{where}: acl_operation cannot be followed; take it from local.{table}")
+            continue
+        for bad in sorted(operations - ACL_OPERATIONS[kind]):
+            problems.append(f"{where}: grants {bad!r} on a {kind}; only {sorted(ACL_OPERATIONS[kind])}")
+    for path in sorted(directory.glob("*.tf")):
+        text = path.read_text(encoding="utf-8")
+        for match in NEVER_GRANTED.finditer(text):
+            line = text.count("\n", 0, match.start()) + 1
+            problems.append(f"{path}:{line}: Kafka operation {match.group(1)!r} must never be granted")
+    return problems
+
+
+def _name_problem(kind: str, name: str, topics: set[str]) -> str | None:
+    if "*" in name or not name.strip():
+        return f"{kind} name {name!r} is a wildcard; name the {kind.lower()}"
+    if kind == "Topic" and name not in topics:
+        return f"topic {name!r} is not one of the platform topics"
+    if kind == "Group" and len(name) < MIN_GROUP_PREFIX:
+        return f"group prefix {name!r} is too short to be the workload's own"
+    return None
+
+
+def kafka_acl_grants(env_dir: Path) -> tuple[dict[str, set[Grant]], list[str]]:
+    """What a root's kafka-acls call grants each SCRAM user, from the root's inputs and the module's
+    own operation tables and resources; and the problems found on the way."""
+    grants: dict[str, set[Grant]] = {}
+    problems = []
+    for call in module_calls(env_dir, KAFKA_ACLS_MODULE):
+        module = (env_dir / call.body["source"]).resolve()
+        tables = _locals(module)
+        acls = [b.body for b in blocks_in_dir(module, "resource") if b.labels[0] == "kafka_acl"]
+        patterns = {a.get("resource_type"): a.get("resource_pattern_type_filter", "Literal") for a in acls}
+        topics = set(resolve(env_dir, call.body.get("topics")) or [])
+        for user, workload in _entries(resolve(env_dir, call.body.get("workloads"))).items():
+            granted = grants.setdefault(user, set())
+            for kind, field in (("Topic", "topics"), ("Group", "groups")):
+                operations = _entries(tables.get(ACL_OPERATION_LOCALS[kind]))
+                for access, names in _entries(workload.get(field)).items():
+                    if access not in operations:
+                        problems.append(f"{env_dir}: {user}: unknown {field} access {access!r}")
+                        continue
+                    for name in names:
+                        problem = _name_problem(kind, name, topics)
+                        if problem:
+                            problems.append(f"{env_dir}: {user}: {problem}")
+                        granted |= {(op, kind, patterns.get(kind, "?"), name) for op in operations[access]}
+            if workload.get("idempotent_producer", True) and _entries(workload.get("topics")).get("produce"):
+                granted |= {
+                    (acl["acl_operation"], "Cluster", "Literal", acl["resource_name"])
+                    for acl in acls
+                    if acl.get("resource_type") == "Cluster"
+                }
+    return grants, problems
+
+
+def check_kafka_acls(root: Path) -> list[str]:
+    """Every kafka_acl is tight, and every root grants its users named topics and groups only."""
+    directories = sorted(
+        {d for d in tf_dirs(root) for b in blocks_in_dir(d, "resource") if b.labels[0] == "kafka_acl"}
+    )
+    problems = [p for directory in directories for p in check_kafka_acl_resources(directory)]
+    for env in roots_calling(root, KAFKA_ACLS_MODULE):
+        problems += kafka_acl_grants(env)[1]
+    return problems
+
+
+def allow_everyone_if_no_acl_found(env_dir: Path) -> list[Any]:
+    """What each kafka module call of a root sets allow.everyone.if.no.acl.found to (module default
+    when the call leaves it out); a server_properties override wins, as it does in the module."""
+    values = []
+    for call in module_calls(env_dir, KAFKA_MODULE):
+        overrides = _entries(resolve(env_dir, call.body.get("server_properties")))
+        if "allow.everyone.if.no.acl.found" in overrides:
+            values.append(str(overrides["allow.everyone.if.no.acl.found"]).lower() == "true")
+        elif ALLOW_EVERYONE in call.body:
+            values.append(resolve(env_dir, call.body[ALLOW_EVERYONE]))
+        else:
+            values.append(variable_default((env_dir / call.body["source"]).resolve(), ALLOW_EVERYONE))
+    return values
+
+
+def check_acl_default(env_dir: Path) -> list[str]:
+    """A root's brokers deny SCRAM users what no ACL grants: allow.everyone.if.no.acl.found is false."""
+    values = allow_everyone_if_no_acl_found(env_dir)
+    if values == [False]:
+        return []
+    return [
+        f"{env_dir}: allow.everyone.if.no.acl.found resolves to {values!r} (one kafka module call, false "
+        "expected): a missing Kafka ACL must deny"
+    ]
+
+
 def all_problems(root: Path = TERRAFORM_ROOT, conf_path: Path = PROD_CONF) -> dict[str, list[str]]:
     """Every check over the real tree, keyed by check name."""
     environments = sorted(d for d in (root / "environments").iterdir() if d.is_dir())
+    platforms = roots_calling(root, KAFKA_MODULE)
     return {
         "parse": check_parse(root),
         "variables": check_variables(root),
@@ -384,7 +580,9 @@ def all_problems(root: Path = TERRAFORM_ROOT, conf_path: Path = PROD_CONF) -> di
         "sensitive outputs": check_sensitive_outputs(root),
         "checkov skips": check_checkov_skips(root),
         "s3 buckets": check_s3_buckets(root),
-        "placeholders": [p for env in environments for p in check_placeholders(conf_path, env)],
+        "placeholders": [p for env in platforms for p in check_placeholders(conf_path, env)],
+        "kafka acls": check_kafka_acls(root),
+        "acl default": [p for env in platforms for p in check_acl_default(env)],
     }
 
 

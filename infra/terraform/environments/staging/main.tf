@@ -15,6 +15,13 @@ locals {
 
   # Consumer groups and transactional ids of the kappa jobs start with this; IAM grants no others.
   kafka_client_prefix = "kappa-"
+
+  # SCRAM users (kafka_scram_users) whose secrets this root hands out: the Spark job role runs
+  # the streaming job and the loader, MWAA looks up offsets, the operator host creates topics.
+  # Their Kafka ACLs live in environments/<env>-acls.
+  kafka_spark_users   = ["streaming", "loader"]
+  kafka_airflow_user  = "airflow"
+  kafka_operator_user = "operator"
 }
 
 module "network" {
@@ -39,14 +46,18 @@ module "lake" {
 module "kafka" {
   source = "../../modules/kafka"
 
-  name                        = local.name
-  broker_instance_type        = var.kafka_broker_instance_type
-  broker_volume_size          = var.kafka_broker_volume_size
-  subnet_ids                  = module.network.private_subnet_ids
-  security_group_ids          = [module.network.kafka_security_group_id]
-  credential_rotation         = var.kafka_scram_rotation
-  secret_recovery_window_days = var.secret_recovery_window_days
-  kms_deletion_window_days    = var.kms_deletion_window_days
+  name                           = local.name
+  broker_instance_type           = var.kafka_broker_instance_type
+  broker_volume_size             = var.kafka_broker_volume_size
+  subnet_ids                     = module.network.private_subnet_ids
+  security_group_ids             = [module.network.kafka_security_group_id]
+  scram_users                    = var.kafka_scram_users
+  admin_scram_users              = [local.kafka_operator_user]
+  allow_everyone_if_no_acl_found = var.kafka_allow_everyone_if_no_acl_found
+  credential_rotation            = var.kafka_scram_rotation
+  user_credential_rotation       = var.kafka_scram_user_rotation
+  secret_recovery_window_days    = var.secret_recovery_window_days
+  kms_deletion_window_days       = var.kms_deletion_window_days
 }
 
 module "redis" {
@@ -78,7 +89,7 @@ module "spark" {
   lake_kms_key_arn       = module.lake.kms_key_arn
   delta_lock_table_arn   = module.lake.delta_lock_table_arn
 
-  secret_arns         = [module.kafka.scram_secret_arn, module.redis.auth_secret_arn]
+  secret_arns         = concat([for user in local.kafka_spark_users : module.kafka.scram_secret_arns[user]], [module.redis.auth_secret_arn])
   secret_kms_key_arns = [module.kafka.kms_key_arn, module.redis.kms_key_arn]
 
   kafka_cluster_arn                 = module.kafka.cluster_arn
@@ -118,6 +129,6 @@ module "airflow" {
   kafka_cluster_arn        = module.kafka.cluster_arn
   kafka_topic_arns         = [for topic in var.kafka_topics : "${module.kafka.topic_arn_prefix}/${topic}"]
   kafka_group_arns         = ["${module.kafka.group_arn_prefix}/${local.kafka_client_prefix}*"]
-  kafka_secret_arn         = module.kafka.scram_secret_arn
+  kafka_secret_arn         = module.kafka.scram_secret_arns[local.kafka_airflow_user]
   kafka_secret_kms_key_arn = module.kafka.kms_key_arn
 }

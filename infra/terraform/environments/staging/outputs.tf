@@ -9,8 +9,8 @@ output "kafka_bootstrap_servers" {
 }
 
 output "kafka_sasl_secret_arn" {
-  description = "Secrets Manager ARN of the SCRAM credential -> kafka.sasl_secret_arn."
-  value       = module.kafka.scram_secret_arn
+  description = "Secrets Manager ARN of the streaming job's SCRAM credential (user streaming) -> kafka.sasl_secret_arn; other workloads override it with theirs from kafka_sasl_secret_arns."
+  value       = module.kafka.scram_secret_arns["streaming"]
 }
 
 output "redis_host" {
@@ -73,4 +73,19 @@ output "kafka_bootstrap_servers_iam" {
 output "delta_lock_table_name" {
   description = "DynamoDB table for delta-rs commit locking on S3 (DELTA_DYNAMO_TABLE_NAME)."
   value       = module.lake.delta_lock_table_name
+}
+
+output "kafka_sasl_secret_arns" {
+  description = "Secrets Manager ARN of each workload's SCRAM credential, keyed by SCRAM user (collector, streaming, loader, airflow, operator); a launcher sets KAPPA_KAFKA__SASL_SECRET_ARN to its workload's."
+  value       = module.kafka.scram_secret_arns
+}
+
+output "kafka_admin_security_group_id" {
+  description = "Security group to attach to the CI runner or bastion that applies environments/<env>-acls and runs `kappa topics apply` (reaches the brokers on 9096/9098)."
+  value       = module.network.kafka_admin_security_group_id
+}
+
+output "kafka_admin_policy_arn" {
+  description = "IAM policy to attach to that runner's role: Kafka ACL administration over IAM on this cluster, and the operator's SCRAM secret."
+  value       = module.kafka.admin_policy_arn
 }

@@ -75,10 +75,33 @@ variable "kafka_topics" {
   default     = ["rsvps.raw", "rsvps.analyzed", "rsvps.summaries", "rsvps.dlq", "platform.metrics", "platform.errors"]
 }
 
+variable "kafka_scram_users" {
+  type        = list(string)
+  description = "One MSK SCRAM user (and AmazonMSK_ secret) per workload; each needs its grants in environments/<env>-acls (kafka_workloads), or it reaches nothing. streaming, loader, airflow and operator are wired in main.tf."
+  default     = ["collector", "streaming", "loader", "airflow", "operator"]
+
+  validation {
+    condition     = alltrue([for user in ["streaming", "loader", "airflow", "operator"] : contains(var.kafka_scram_users, user)])
+    error_message = "kafka_scram_users must include streaming, loader, airflow and operator: main.tf hands their secrets to the Spark job role, MWAA and the Kafka admin policy."
+  }
+}
+
+variable "kafka_allow_everyone_if_no_acl_found" {
+  type        = bool
+  description = "Broker setting allow.everyone.if.no.acl.found. False: a SCRAM user reaches only what its Kafka ACLs grant. True only for a migration window (runbook), never as a fix for a missing ACL."
+  default     = false
+}
+
 variable "kafka_scram_rotation" {
   type        = number
-  description = "Generation of the MSK SCRAM password; increment to rotate (docs/runbooks/terraform.md)."
+  description = "Generation of every MSK SCRAM password; increment to rotate all users (docs/runbooks/terraform.md)."
   default     = 1
+}
+
+variable "kafka_scram_user_rotation" {
+  type        = map(number)
+  description = "Per-user SCRAM password generation, keyed by user; increment one entry to rotate only that user (docs/runbooks/terraform.md)."
+  default     = {}
 }
 
 variable "redis_node_type" {

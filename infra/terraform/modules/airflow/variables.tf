@@ -171,7 +171,7 @@ variable "kafka_group_arns" {
 
 variable "kafka_secret_arn" {
   type        = string
-  description = "Secrets Manager ARN of the SCRAM credential the DAGs use for offset lookups."
+  description = "Secrets Manager ARN of the SCRAM credential the DAGs use for offset lookups (a user whose Kafka ACLs only Describe)."
 }
 
 variable "kafka_secret_kms_key_arn" {

@@ -1,7 +1,10 @@
 # Amazon MSK (provisioned): the platform's system of record. Brokers live in the private
 # subnets, one per AZ; clients connect with TLS only and authenticate with SASL/SCRAM
-# (SCRAM-SHA-512, the credential in Secrets Manager) or IAM. Data at rest, the SCRAM
-# secret and the broker log group are encrypted with this module's customer-managed key.
+# (SCRAM-SHA-512, one user per workload, each credential in its own Secrets Manager secret) or
+# IAM. SCRAM users are authorised by Kafka ACLs (modules/kafka-acls, applied from
+# environments/<env>-acls); with allow.everyone.if.no.acl.found = false a user without an ACL
+# reaches nothing. Data at rest, the SCRAM secrets and the broker log group are encrypted with
+# this module's customer-managed key.
 
 data "aws_caller_identity" "current" {}
 
@@ -31,6 +34,9 @@ locals {
   # ARN prefixes for IAM-authorised Kafka resources (kafka-cluster:* actions).
   resource_suffix = "${var.name}/${aws_msk_cluster.this.cluster_uuid}"
   arn_base        = "arn:${local.partition}:kafka:${local.region}:${local.account_id}"
+
+  # One SCRAM user (and secret) per workload; the user name is the ACL principal User:<name>.
+  scram_users = toset(var.scram_users)
 }
 
 ################################################################################
@@ -41,7 +47,7 @@ module "kms" {
   source = "../kms"
 
   name                 = "${var.name}-kafka"
-  description          = "${var.name}: MSK data at rest, SCRAM secret, broker logs"
+  description          = "${var.name}: MSK data at rest, SCRAM secrets, broker logs"
   log_group_names      = [local.log_group_name]
   deletion_window_days = var.kms_deletion_window_days
   tags                 = var.tags
@@ -146,46 +152,56 @@ resource "aws_msk_cluster" "this" {
 }
 
 ################################################################################
-# SASL/SCRAM credential: generated here, stored only in Secrets Manager (and the encrypted
-# state). Bump var.credential_rotation to rotate (docs/runbooks/terraform.md).
+# SASL/SCRAM credentials, one user per workload: generated here, stored only in Secrets
+# Manager (and the encrypted state). Bump var.credential_rotation (all users) or a user's entry
+# in var.user_credential_rotation to rotate (docs/runbooks/terraform.md).
 ################################################################################
 
 resource "random_password" "scram" {
+  for_each = local.scram_users
+
   length           = 40
   special          = true
   override_special = "-_=+.!#%"
 
   keepers = {
-    rotation = var.credential_rotation
+    rotation      = var.credential_rotation
+    user_rotation = lookup(var.user_credential_rotation, each.key, 0)
   }
 }
 
 resource "aws_secretsmanager_secret" "scram" {
   #checkov:skip=CKV2_AWS_57:MSK SCRAM secrets have no AWS rotation function; rotation is a Terraform change (bump credential_rotation), see docs/runbooks/terraform.md
-  name                    = "AmazonMSK_${var.name}_${var.scram_username}"
-  description             = "SASL/SCRAM-SHA-512 credential of the kappa jobs on MSK cluster ${var.name}"
+  for_each = local.scram_users
+
+  name                    = "AmazonMSK_${var.name}_${each.key}"
+  description             = "SASL/SCRAM-SHA-512 credential of the kappa ${each.key} workload on MSK cluster ${var.name}"
   kms_key_id              = module.kms.key_arn
   recovery_window_in_days = var.secret_recovery_window_days
 
-  tags = var.tags
+  tags = merge(var.tags, { KafkaUser = each.key })
 }
 
 resource "aws_secretsmanager_secret_version" "scram" {
-  secret_id = aws_secretsmanager_secret.scram.id
+  for_each = local.scram_users
+
+  secret_id = aws_secretsmanager_secret.scram[each.key].id
   secret_string = jsonencode({
-    username = var.scram_username
-    password = random_password.scram.result
+    username = each.key
+    password = random_password.scram[each.key].result
   })
 }
 
-# MSK attaches exactly this policy when the secret is associated; declaring it keeps plans
+# MSK attaches exactly this policy when a secret is associated; declaring it keeps plans
 # clean (and if the policy or the key ever changes, re-associate: see the runbook).
 data "aws_iam_policy_document" "scram_secret" {
-  #checkov:skip=CKV_AWS_108:One secret, to the MSK service only; the lower-case action mirrors what MSK attaches (no drift) and cloudsplaining does not match it case-insensitively
+  #checkov:skip=CKV_AWS_108:Each document covers one secret, to the MSK service only; the lower-case action mirrors what MSK attaches (no drift) and cloudsplaining does not match it case-insensitively
+  for_each = local.scram_users
+
   statement {
     sid       = "AWSKafkaResourcePolicy"
     actions   = ["secretsmanager:getSecretValue"]
-    resources = [aws_secretsmanager_secret.scram.arn]
+    resources = [aws_secretsmanager_secret.scram[each.key].arn]
 
     principals {
       type        = "Service"
@@ -195,13 +211,80 @@ data "aws_iam_policy_document" "scram_secret" {
 }
 
 resource "aws_secretsmanager_secret_policy" "scram" {
-  secret_arn = aws_secretsmanager_secret.scram.arn
-  policy     = data.aws_iam_policy_document.scram_secret.json
+  for_each = local.scram_users
+
+  secret_arn = aws_secretsmanager_secret.scram[each.key].arn
+  policy     = data.aws_iam_policy_document.scram_secret[each.key].json
 }
 
 resource "aws_msk_scram_secret_association" "this" {
   cluster_arn     = aws_msk_cluster.this.arn
-  secret_arn_list = [aws_secretsmanager_secret.scram.arn]
+  secret_arn_list = [for user in sort(var.scram_users) : aws_secretsmanager_secret.scram[user].arn]
 
   depends_on = [aws_secretsmanager_secret_version.scram, aws_secretsmanager_secret_policy.scram]
+}
+
+################################################################################
+# Optional: what the host that administers Kafka needs (the CI runner or bastion in the
+# network module's kafka-admin security group). It applies environments/<env>-acls over IAM
+# authentication (port 9098; Kafka ACLs do not apply to IAM principals, so no super user is
+# needed) and reads the secrets of var.admin_scram_users (the topic operator's).
+################################################################################
+
+data "aws_iam_policy_document" "admin" {
+  count = var.create_admin_policy ? 1 : 0
+
+  statement {
+    sid       = "FindTheClusterAndItsBrokers"
+    actions   = ["kafka:DescribeCluster", "kafka:DescribeClusterV2", "kafka:GetBootstrapBrokers"]
+    resources = [aws_msk_cluster.this.arn]
+  }
+
+  statement {
+    sid       = "LookUpTheClusterByName"
+    actions   = ["kafka:ListClusters", "kafka:ListClustersV2"]
+    resources = ["*"]
+  }
+
+  statement {
+    sid       = "ManageKafkaAclsOverIam"
+    actions   = ["kafka-cluster:Connect", "kafka-cluster:DescribeCluster", "kafka-cluster:AlterCluster"]
+    resources = [aws_msk_cluster.this.arn]
+  }
+
+  dynamic "statement" {
+    for_each = length(var.admin_scram_users) == 0 ? [] : [1]
+
+    content {
+      sid       = "ReadTheOperatorCredentials"
+      actions   = ["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"]
+      resources = [for user in var.admin_scram_users : aws_secretsmanager_secret.scram[user].arn]
+    }
+  }
+
+  dynamic "statement" {
+    for_each = length(var.admin_scram_users) == 0 ? [] : [1]
+
+    content {
+      sid       = "DecryptThemThroughSecretsManager"
+      actions   = ["kms:Decrypt"]
+      resources = [module.kms.key_arn]
+
+      condition {
+        test     = "StringEquals"
+        variable = "kms:ViaService"
+        values   = ["secretsmanager.${local.region}.amazonaws.com"]
+      }
+    }
+  }
+}
+
+resource "aws_iam_policy" "admin" {
+  count = var.create_admin_policy ? 1 : 0
+
+  name_prefix = "${var.name}-kafka-admin-"
+  description = "Kafka ACL administration over IAM on MSK cluster ${var.name}, and the operator's SCRAM credential"
+  policy      = data.aws_iam_policy_document.admin[0].json
+
+  tags = var.tags
 }

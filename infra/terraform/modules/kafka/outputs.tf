@@ -23,13 +23,23 @@ output "bootstrap_brokers_sasl_iam" {
   value       = aws_msk_cluster.this.bootstrap_brokers_sasl_iam
 }
 
-output "scram_secret_arn" {
-  description = "Secrets Manager ARN of the SCRAM credential ({\"username\", \"password\"} JSON)."
-  value       = aws_secretsmanager_secret.scram.arn
+output "scram_secret_arns" {
+  description = "Secrets Manager ARN of each SCRAM user's credential ({\"username\", \"password\"} JSON), keyed by user name."
+  value       = { for user, secret in aws_secretsmanager_secret.scram : user => secret.arn }
+}
+
+output "scram_usernames" {
+  description = "The SCRAM user names; the Kafka ACL principal of each is User:<name>."
+  value       = sort(var.scram_users)
+}
+
+output "admin_policy_arn" {
+  description = "IAM policy for the host that applies the Kafka ACLs and creates topics (null when create_admin_policy is false)."
+  value       = one(aws_iam_policy.admin[*].arn)
 }
 
 output "kms_key_arn" {
-  description = "KMS key of the cluster data, the SCRAM secret and broker logs (readers of the secret need kms:Decrypt on it)."
+  description = "KMS key of the cluster data, the SCRAM secrets and broker logs (readers of a secret need kms:Decrypt on it)."
   value       = module.kms.key_arn
 }
 

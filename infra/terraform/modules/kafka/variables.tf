@@ -50,31 +50,58 @@ variable "enhanced_monitoring" {
 
 variable "allow_everyone_if_no_acl_found" {
   type        = bool
-  description = "Broker setting allow.everyone.if.no.acl.found. True lets the single SCRAM user reach topics without Kafka ACLs; set false once ACLs for the SCRAM user exist (IAM clients are authorised by IAM either way)."
-  default     = true
+  description = "Broker setting allow.everyone.if.no.acl.found. False (the default): a SCRAM user reaches only what a Kafka ACL grants it (modules/kafka-acls). True lets every SCRAM user reach any resource without ACLs; only for a migration window. IAM clients are authorised by IAM either way."
+  default     = false
 }
 
 variable "server_properties" {
   type        = map(string)
-  description = "Extra broker properties merged over the module's defaults."
+  description = "Extra broker properties merged over the module's defaults (not allow.everyone.if.no.acl.found: that has its own variable)."
   default     = {}
-}
-
-variable "scram_username" {
-  type        = string
-  description = "SASL/SCRAM user name of the kappa jobs (not secret; the password is generated)."
-  default     = "kappa"
 
   validation {
-    condition     = can(regex("^[A-Za-z0-9_-]{1,64}$", var.scram_username))
-    error_message = "scram_username must be 1-64 letters, digits, underscores or hyphens."
+    condition     = !contains(keys(var.server_properties), "allow.everyone.if.no.acl.found")
+    error_message = "Set allow.everyone.if.no.acl.found through allow_everyone_if_no_acl_found, not server_properties."
+  }
+}
+
+variable "scram_users" {
+  type        = list(string)
+  description = "SASL/SCRAM user names, one per workload (e.g. collector, streaming, loader); each gets a generated password in its own AmazonMSK_<name>_<user> secret, and is the Kafka ACL principal User:<user>."
+
+  validation {
+    condition     = length(var.scram_users) > 0 && length(distinct(var.scram_users)) == length(var.scram_users) && alltrue([for user in var.scram_users : can(regex("^[A-Za-z0-9_-]{1,64}$", user))])
+    error_message = "scram_users must be distinct names of 1-64 letters, digits, underscores or hyphens."
   }
 }
 
 variable "credential_rotation" {
   type        = number
-  description = "Generation of the SCRAM password; change it (e.g. increment) to generate and store a new password."
+  description = "Generation of every SCRAM password; change it (e.g. increment) to generate and store new passwords for all users."
   default     = 1
+}
+
+variable "user_credential_rotation" {
+  type        = map(number)
+  description = "Per-user generation on top of credential_rotation, keyed by SCRAM user; increment one entry to rotate only that user's password (e.g. a leaked one)."
+  default     = {}
+}
+
+variable "create_admin_policy" {
+  type        = bool
+  description = "Create an IAM policy for the host that administers Kafka: Kafka ACLs over IAM (Connect, DescribeCluster, AlterCluster on this cluster), finding the brokers, and reading the admin_scram_users secrets."
+  default     = true
+}
+
+variable "admin_scram_users" {
+  type        = list(string)
+  description = "SCRAM users whose secrets the admin policy may read (the topic operator's, for `kappa topics apply`); each must be in scram_users."
+  default     = []
+
+  validation {
+    condition     = alltrue([for user in var.admin_scram_users : contains(var.scram_users, user)])
+    error_message = "Every admin_scram_users entry must be one of scram_users."
+  }
 }
 
 variable "secret_recovery_window_days" {

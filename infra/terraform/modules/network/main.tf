@@ -19,10 +19,13 @@ locals {
 
   flow_log_group_name = "/aws/vpc/${var.name}/flow-logs"
 
-  # Client security groups that may reach the Kafka brokers and Redis.
+  # Client security groups that may reach the Kafka brokers (both listeners) and AWS APIs over
+  # HTTPS; only spark reaches Redis (rules below). kafka_admin is for the CI runner or bastion
+  # that applies environments/<env>-acls (IAM, 9098) and creates topics (SCRAM, 9096).
   data_clients = {
-    spark   = aws_security_group.spark.id
-    airflow = aws_security_group.airflow.id
+    spark       = aws_security_group.spark.id
+    airflow     = aws_security_group.airflow.id
+    kafka_admin = aws_security_group.kafka_admin.id
   }
   kafka_ports = {
     sasl_scram = 9096
@@ -209,6 +212,15 @@ resource "aws_security_group" "kafka" {
   vpc_id      = aws_vpc.this.id
 
   tags = merge(var.tags, { Name = "${var.name}-kafka" })
+}
+
+resource "aws_security_group" "kafka_admin" {
+  #checkov:skip=CKV2_AWS_5:Attached outside Terraform to the CI runner or bastion that applies the Kafka ACLs (environments/<env>-acls) and creates topics; see docs/runbooks/terraform.md
+  name        = "${var.name}-kafka-admin"
+  description = "Operator host or CI runner in the VPC: Kafka ACLs over IAM, topic administration over SCRAM"
+  vpc_id      = aws_vpc.this.id
+
+  tags = merge(var.tags, { Name = "${var.name}-kafka-admin" })
 }
 
 resource "aws_security_group" "redis" {

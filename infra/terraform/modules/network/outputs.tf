@@ -52,3 +52,8 @@ output "redis_security_group_id" {
   description = "Security group for the ElastiCache replication group."
   value       = aws_security_group.redis.id
 }
+
+output "kafka_admin_security_group_id" {
+  description = "Security group for the host that applies the Kafka ACLs and creates topics (reaches the brokers on 9096/9098 and AWS APIs on 443); attach it to that CI runner or bastion."
+  value       = aws_security_group.kafka_admin.id
+}

@@ -1,7 +1,7 @@
 # EMR Serverless application that runs every kappa Spark job (the streaming job, the loader,
 # backfills), the S3 location its job code and config are read from, and the job runtime
 # role those jobs assume: it reaches the platform's topics, groups and transactional ids,
-# its lake prefixes, the two credentials it needs, and nothing else.
+# its lake prefixes, the credentials it needs, and nothing else.
 
 data "aws_caller_identity" "current" {}
 

@@ -126,7 +126,7 @@ variable "delta_lock_table_arn" {
 
 variable "secret_arns" {
   type        = list(string)
-  description = "Secrets the jobs read at start: the MSK SCRAM credential and the Redis AUTH token."
+  description = "Secrets the jobs read at start: the SCRAM credentials of the workloads that run here (streaming, loader) and the Redis AUTH token."
 }
 
 variable "secret_kms_key_arns" {
