@@ -1,0 +1,152 @@
+"""Executor side of the source: read one offset range of one topic-partition as Arrow batches.
+
+The consumer is assigned (never subscribed), starts at the range's first offset and stops at its
+end. Offsets missing inside the range are normal on compacted or transactional topics (commit
+markers take offsets); they are data loss only when the start is below the log start offset.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+
+from jobs.common.errors import KafkaSourceError
+from jobs.common.kafka import dataloss
+from jobs.common.kafka.arrow import arrow_schema, to_record_batch
+from jobs.common.kafka.client import REQUEST_TIMEOUT_S, consumer_config
+from jobs.common.kafka.dataloss import DataLoss
+from jobs.common.kafka.offsets import OffsetRange
+from jobs.common.kafka.options import SourceOptions
+
+logger = logging.getLogger(__name__)
+
+MAX_BATCH_ROWS = 20_000
+POLL_S = 0.2
+WATERMARK_CHECK_S = 1.0
+OUT_OF_RANGE = {KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE}
+PERMANENT_LOCAL = {KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC, KafkaError._SSL,
+                   KafkaError._AUTHENTICATION, KafkaError._INVALID_ARG}
+
+
+def read_range(rng: OffsetRange, options: SourceOptions) -> Iterator[pa.RecordBatch]:
+    """Yield the records of ``rng`` as Arrow record batches of the source schema."""
+    consumer = Consumer(consumer_config(options.kafka, options.group_id_prefix))
+    reader = _RangeReader(consumer, rng, options)
+    try:
+        yield from reader.batches(arrow_schema(options.include_headers))
+    finally:
+        consumer.close()
+
+
+class _RangeReader:
+    def __init__(self, consumer: Consumer, rng: OffsetRange, options: SourceOptions) -> None:
+        self.consumer = consumer
+        self.rng = rng
+        self.options = options
+        self.next = rng.start
+        self.rows = 0
+
+    def batches(self, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+        rng, began = self.rng, time.monotonic()
+        self._assign()
+        idle_since = time.monotonic()
+        while self.next < rng.end:
+            wanted = min(MAX_BATCH_ROWS, rng.end - self.next)
+            data = self._data(self.consumer.consume(wanted, timeout=POLL_S))
+            if data:
+                self.rows += len(data)
+                idle_since = time.monotonic()
+                yield to_record_batch(data, rng.topic, rng.partition, schema)
+            elif self._idle(idle_since):
+                break
+        logger.debug("kafka range read topic=%s partition=%d start=%d end=%d rows=%d elapsed_s=%.3f",
+                     rng.topic, rng.partition, rng.start, rng.end, self.rows,
+                     time.monotonic() - began)
+
+    def _assign(self) -> None:
+        self.consumer.assign([TopicPartition(self.rng.topic, self.rng.partition, self.next)])
+
+    def _data(self, messages: list[Message]) -> list[Message]:
+        data = []
+        for message in messages:
+            error = message.error()
+            if error is None:
+                data.append(message)
+            elif error.code() in OUT_OF_RANGE:
+                self._out_of_range()
+                return []
+            elif _permanent(error):
+                raise KafkaSourceError(
+                    f"reading {self.rng.topic}-{self.rng.partition} offsets [{self.rng.start}, "
+                    f"{self.rng.end}) failed at offset {self.next}: {error.str()}; check topic ACLs "
+                    "and the kafka.* security options")
+        if not data:
+            return []
+        if data[0].offset() > self.next:
+            self._check_gap()
+        end = self.rng.end
+        if data[-1].offset() >= end:
+            data = [m for m in data if m.offset() < end]
+        self.next = data[-1].offset() + 1 if data else end
+        return data
+
+    def _idle(self, idle_since: float) -> bool:
+        """After an empty poll: True when the range is done, raise when it cannot be finished."""
+        tp = TopicPartition(self.rng.topic, self.rng.partition)
+        position = self.consumer.position([tp])[0].offset
+        if position >= self.rng.end:
+            self.next = self.rng.end
+            return True
+        idle = time.monotonic() - idle_since
+        if idle >= WATERMARK_CHECK_S:
+            low, high = self._watermarks()
+            if low > self.next:
+                self._out_of_range()
+            elif high <= self.next:
+                self._lost(DataLoss("offset_reset", self.rng.topic, self.rng.partition,
+                                    requested=self.next, earliest=high))
+                return True
+        if idle * 1000 >= self.options.poll_timeout_ms:
+            raise KafkaSourceError(
+                f"no record of {self.rng.topic}-{self.rng.partition} arrived for {idle:.0f} s at "
+                f"offset {self.next} (range [{self.rng.start}, {self.rng.end})); check the broker, or "
+                "raise kafkaConsumer.pollTimeoutMs")
+        return False
+
+    def _watermarks(self) -> tuple[int, int]:
+        tp = TopicPartition(self.rng.topic, self.rng.partition)
+        return self.consumer.get_watermark_offsets(tp, timeout=REQUEST_TIMEOUT_S, cached=False)
+
+    def _out_of_range(self) -> None:
+        low, high = self._watermarks()
+        if low > self.next:
+            self._lost(DataLoss("deleted", self.rng.topic, self.rng.partition, requested=self.next,
+                                earliest=low, skipped=min(low, self.rng.end) - self.next))
+            self.next = min(low, self.rng.end)
+        elif high <= self.next:
+            self._lost(DataLoss("offset_reset", self.rng.topic, self.rng.partition,
+                                requested=self.next, earliest=high))
+            self.next = self.rng.end
+        if self.next < self.rng.end:
+            self._assign()
+
+    def _check_gap(self) -> None:
+        low, _ = self._watermarks()
+        if low > self.next:
+            self._lost(DataLoss("deleted", self.rng.topic, self.rng.partition, requested=self.next,
+                                earliest=low, skipped=min(low, self.rng.end) - self.next))
+
+    def _lost(self, loss: DataLoss) -> None:
+        dataloss.report([loss], fail=self.options.fail_on_data_loss,
+                        ledger_dir=self.options.data_loss_dir)
+
+
+def _permanent(error: KafkaError) -> bool:
+    """Errors that polling longer will not fix (local transport errors are retried)."""
+    if error.fatal() or error.code() in PERMANENT_LOCAL:
+        return True
+    return error.code() > 0 and not error.retriable()

@@ -1,0 +1,167 @@
+"""Offset arithmetic of the Kafka source: pure functions, no Kafka client, unit-tested.
+
+Offsets are ``{(topic, partition): next offset to read}``; in the Spark checkpoint they are the
+JVM connector's JSON ``{"topic":{"0":23}}``. A range ``[start, end)`` of one topic-partition is
+one Spark input partition (split further only with minPartitions/maxRecordsPerPartition, like
+KafkaOffsetRangeCalculator.scala).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pyspark.sql.datasource import InputPartition
+
+from jobs.common.errors import KafkaSourceError
+from jobs.common.kafka.dataloss import DataLoss
+
+TopicPartitionKey = tuple[str, int]
+Offsets = dict[TopicPartitionKey, int]
+
+
+@dataclass(frozen=True)
+class OffsetRange(InputPartition):
+    """Records ``[start, end)`` of one topic-partition: one Spark input partition."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        """Number of offsets in the range (records, unless compaction or transactions left gaps)."""
+        return max(0, self.end - self.start)
+
+
+def to_json(offsets: Mapping[TopicPartitionKey, int]) -> dict[str, dict[str, int]]:
+    """Offsets as the checkpoint JSON of Spark's Kafka source, topics and partitions sorted."""
+    result: dict[str, dict[str, int]] = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        result.setdefault(topic, {})[str(partition)] = int(offset)
+    return result
+
+
+def from_json(data: Mapping[str, Mapping[str, int]]) -> Offsets:
+    """Parse checkpoint JSON back into offsets; raise KafkaSourceError on a foreign shape."""
+    try:
+        return {(topic, int(partition)): int(offset)
+                for topic, partitions in data.items() for partition, offset in partitions.items()}
+    except (AttributeError, TypeError, ValueError):
+        raise KafkaSourceError(
+            f"checkpointed offset {dict(data)!r} is not Kafka source offsets JSON "
+            '{"topic":{"0":23}}; the checkpoint belongs to another source: use a new checkpoint'
+        ) from None
+
+
+def rate_limit(limit: int, begin: Mapping[TopicPartitionKey, int],
+               until: Mapping[TopicPartitionKey, int]) -> Offsets:
+    """Spread at most ``limit`` records over the partitions in proportion to their backlog.
+
+    Same rule as KafkaMicroBatchStream.rateLimit: a partition's share is floored, but a share
+    below one record is rounded up so small partitions are not starved.
+
+    Args:
+        limit: maxOffsetsPerTrigger.
+        begin: where each partition of ``until`` starts (checkpoint, or earliest for new ones).
+        until: the latest available offsets.
+    """
+    sizes = {tp: end - begin[tp] for tp, end in until.items() if tp in begin and end > begin[tp]}
+    total = sum(sizes.values())
+    if total < 1:
+        return dict(until)
+    limited: Offsets = {}
+    for tp, end in until.items():
+        if tp not in sizes:
+            limited[tp] = end
+            continue
+        share = limit * (sizes[tp] / total)
+        records = math.ceil(share) if share < 1 else math.floor(share)
+        limited[tp] = min(end, begin[tp] + records)
+    return limited
+
+
+def plan_ranges(start: Mapping[TopicPartitionKey, int], end: Mapping[TopicPartitionKey, int],
+                earliest: Mapping[TopicPartitionKey, int]) -> tuple[list[OffsetRange], list[DataLoss]]:
+    """Ranges to read for one batch, and the data loss found on the way.
+
+    Like KafkaOffsetReaderAdmin.getOffsetRangesFromResolvedOffsets, plus a check of each start
+    against the log start offset: a start below it means records were deleted (retention or
+    DeleteRecords) before they were read; the range then starts at the earliest available offset.
+
+    Args:
+        start: offsets the batch starts from (the previous batch's end).
+        end: offsets the batch ends at (exclusive).
+        earliest: the log start offset of each partition in ``end``.
+    """
+    losses = [DataLoss("partition_gone", topic, partition, requested=offset)
+              for (topic, partition), offset in sorted(start.items()) if (topic, partition) not in end]
+    ranges: list[OffsetRange] = []
+    for (topic, partition), stop in sorted(end.items()):
+        low = earliest.get((topic, partition))
+        first = start.get((topic, partition))
+        if first is None:
+            first = low if low is not None else 0
+            if first > 0:
+                losses.append(DataLoss("new_partition", topic, partition, requested=0,
+                                       earliest=first, skipped=min(first, stop)))
+        if stop < first:
+            losses.append(DataLoss("offset_reset", topic, partition, requested=first, earliest=stop))
+            continue
+        if low is not None and first < low:
+            losses.append(DataLoss("deleted", topic, partition, requested=first, earliest=low,
+                                   skipped=min(low, stop) - first))
+            first = min(low, stop)
+        if first < stop:
+            ranges.append(OffsetRange(topic, partition, first, stop))
+    return ranges, losses
+
+
+def split_ranges(ranges: list[OffsetRange], min_partitions: int | None,
+                 max_records: int | None) -> list[OffsetRange]:
+    """Split large ranges into more Spark tasks (minPartitions / maxRecordsPerPartition).
+
+    Follows KafkaOffsetRangeCalculator.getRanges: without either option, or when there are
+    already at least ``min_partitions`` ranges and no record cap, ranges are kept whole.
+    """
+    ranges = [r for r in ranges if r.size > 0]
+    enough = min_partitions is None or len(ranges) >= min_partitions
+    if enough and max_records is None:
+        return ranges
+    total = sum(r.size for r in ranges)
+    result: list[OffsetRange] = []
+    for rng in ranges:
+        parts = 1
+        if not enough and min_partitions:
+            parts = max(round(rng.size / total * min_partitions), 1)
+        if max_records:
+            parts = max(parts, math.ceil(rng.size / max_records))
+        remaining, first = rng.size, rng.start
+        for index in range(parts):
+            count = remaining // (parts - index)
+            remaining -= count
+            last = min(first + count, rng.end)
+            result.append(OffsetRange(rng.topic, rng.partition, first, last))
+            first = last
+    return [r for r in result if r.size > 0]
+
+
+def cap(latest: Mapping[TopicPartitionKey, int], bound: Mapping[TopicPartitionKey, int] | None,
+        start: Mapping[TopicPartitionKey, int]) -> Offsets:
+    """Latest offsets limited to an ending bound; never below where a partition already is."""
+    if bound is None:
+        return dict(latest)
+    capped: Offsets = {}
+    for tp, offset in latest.items():
+        if tp in bound:
+            capped[tp] = max(min(offset, bound[tp]), start.get(tp, 0))
+        elif tp in start:
+            capped[tp] = start[tp]
+    return capped
+
+
+def behind(latest: Mapping[TopicPartitionKey, int], current: Mapping[TopicPartitionKey, int]) -> int:
+    """Records between ``current`` and ``latest`` over all partitions (the query's lag)."""
+    return sum(max(0, offset - current.get(tp, offset)) for tp, offset in latest.items())

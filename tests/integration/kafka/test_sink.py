@@ -1,0 +1,115 @@
+"""The sink writes keys, values, headers and partitions; any delivery error fails the batch."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import NewTopic
+from pyspark.errors import PySparkException, StreamingQueryException
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from jobs.common.kafka.adapter import read_kafka, write_kafka
+
+HEADERS = T.ArrayType(T.StructType([T.StructField("key", T.StringType()),
+                                    T.StructField("value", T.BinaryType())]))
+SCHEMA = T.StructType([T.StructField("key", T.StringType()), T.StructField("value", T.BinaryType()),
+                       T.StructField("headers", HEADERS), T.StructField("partition", T.IntegerType())])
+
+
+def consume_all(kafka_props, topic: str, count: int, partitions: int = 3) -> list[tuple]:
+    """(partition, key, value, headers) of the first ``count`` records, read with confluent-kafka."""
+    consumer = Consumer({**kafka_props, "group.id": f"check-{topic}", "enable.auto.commit": False,
+                         "receive.message.max.bytes": 1_000_000_000})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    found: list[tuple] = []
+    deadline = time.monotonic() + 30
+    try:
+        while len(found) < count and time.monotonic() < deadline:
+            for msg in consumer.consume(count - len(found), timeout=0.5):
+                assert msg.error() is None, msg.error()
+                found.append((msg.partition(), msg.key(), msg.value(), msg.headers()))
+    finally:
+        consumer.close()
+    return sorted(found, key=repr)
+
+
+def test_batch_write_round_trips_keys_values_headers_and_partitions(spark, cfg, kafka_props,
+                                                                   topic_factory):
+    topic = topic_factory()
+    rows = [("a", b"\x00\x01", [("trace", b"t1"), ("none", None)], 2),
+            (None, b"no key", None, 0),
+            ("c", b"", [("h", b"")], 1)]
+    write_kafka(spark.createDataFrame(rows, SCHEMA), cfg, topic=topic)
+    assert consume_all(kafka_props, topic, 3) == sorted([
+        (2, b"a", b"\x00\x01", [("trace", b"t1"), ("none", None)]),
+        (0, None, b"no key", None),
+        (1, b"c", b"", [("h", b"")]),
+    ], key=repr)
+
+
+def test_topic_column_routes_rows_and_string_values_are_utf8(spark, cfg, kafka_props, topic_factory):
+    first, second = topic_factory(partitions=1), topic_factory(partitions=1)
+    df = spark.createDataFrame([(first, "k1", "één"), (second, "k2", "two"), (first, "k3", "three")],
+                               "topic string, key string, value string")
+    write_kafka(df, cfg)
+    assert consume_all(kafka_props, first, 2, partitions=1) == sorted([
+        (0, b"k1", "één".encode(), None), (0, b"k3", b"three", None)], key=repr)
+    assert consume_all(kafka_props, second, 1, partitions=1) == [(0, b"k2", b"two", None)]
+
+
+def test_streaming_source_to_sink_round_trip(spark, cfg, kafka_props, topic_factory, produce,
+                                             checkpoint):
+    source, target = topic_factory(), topic_factory()
+    records = produce(source, 24)
+    upper = (read_kafka(spark, cfg, topics=source, stream=True, options={"maxOffsetsPerTrigger": 9})
+             .select("key", F.upper(F.col("value").cast("string")).alias("value"), "partition"))
+    query = write_kafka(upper, cfg, topic=target, checkpoint=checkpoint,
+                        trigger={"availableNow": True})
+    assert query.awaitTermination(120)
+    assert consume_all(kafka_props, target, 24) == sorted(
+        [(r.partition, r.key, r.value.upper(), None) for r in records], key=repr)
+
+
+def test_a_delivery_failure_fails_the_batch(spark, cfg, admin, topic_factory, checkpoint):
+    topic = f"small.{topic_factory()}"
+    admin.create_topics([NewTopic(topic, 1, 1, config={"max.message.bytes": "2000"})])[topic].result(15)
+    df = spark.createDataFrame([("ok", b"x" * 10), ("big", b"x" * 5000)], "key string, value binary")
+    with pytest.raises(PySparkException) as info:
+        write_kafka(df, cfg, topic=topic)
+    assert "1 of 1 record(s) failed delivery" in str(info.value) or \
+        "failed delivery to Kafka" in str(info.value)
+    assert "MSG_SIZE_TOO_LARGE" in str(info.value)
+
+    stream = (spark.readStream.format("rate").option("rowsPerSecond", 5).load()
+              .select(F.col("value").cast("string").alias("key"),
+                      F.expr("repeat('x', 5000)").alias("value")))
+    query = write_kafka(stream, cfg, topic=topic, checkpoint=checkpoint)
+    try:
+        with pytest.raises(StreamingQueryException, match="failed delivery to Kafka"):
+            query.awaitTermination(60)
+    finally:
+        query.stop()
+
+
+@pytest.mark.parametrize(("ddl", "topic", "fragment"), [
+    ("key string, value string", None, "no 'topic' column in (key string, value string)"),
+    ("key string, payload string", "t", "required column 'value' not found"),
+    ("key int, value string", "t", "column 'key' is int, expected string or binary"),
+    ("value string, headers array<string>", "t", "column 'headers' is array<string>"),
+    ("value string, topic int", None, "column 'topic' is int, expected string"),
+])
+def test_bad_columns_fail_before_writing(spark, cfg, ddl, topic, fragment):
+    df = spark.createDataFrame([], ddl)
+    with pytest.raises(PySparkException) as info:
+        write_kafka(df, cfg, topic=topic)
+    assert fragment in str(info.value)
+
+
+def test_a_null_topic_fails_the_write(spark, cfg, topic_factory):
+    topic = topic_factory(partitions=1)
+    df = spark.createDataFrame([(topic, "v1"), (None, "v2")], "topic string, value string")
+    with pytest.raises(PySparkException, match="a row has a null 'topic'"):
+        write_kafka(df, cfg)
