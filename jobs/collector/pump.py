@@ -140,7 +140,7 @@ class Pump:
         callback = self.deliveries.callback(row)
         while True:
             try:
-                producer.produce(row.topic, row.value, row.key, headers=row.headers,
+                producer.produce(row.topic, row.value, row.key, headers=row.headers,  # type: ignore[arg-type]  # stubs: list is invariant
                                  on_delivery=callback)
             except BufferError:
                 producer.poll(0.05)

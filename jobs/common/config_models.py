@@ -27,9 +27,9 @@ class KafkaConfig(_Section):
     embedded: bool = True
     client: dict[str, str | int | float | bool] = Field(default_factory=dict)
 
-    def client_config(self) -> dict[str, str]:
+    def client_config(self) -> dict[str, Any]:
         """Return librdkafka properties, secrets included (never log the result)."""
-        props: dict[str, str] = {
+        props: dict[str, Any] = {
             "bootstrap.servers": self.bootstrap_servers,
             "security.protocol": self.security_protocol,
         }

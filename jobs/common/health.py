@@ -7,11 +7,12 @@ from typing import Any
 HEALTH_TIMEOUT_S = 2.0
 
 
-def kafka_healthy(client_config: dict[str, str], timeout_s: float = HEALTH_TIMEOUT_S) -> str | None:
+def kafka_healthy(client_config: dict[str, Any], timeout_s: float = HEALTH_TIMEOUT_S) -> str | None:
     """Return None when the cluster answers a metadata request, else the reason it did not."""
     from confluent_kafka.admin import AdminClient
 
-    props = {**client_config, "socket.connection.setup.timeout.ms": str(int(timeout_s * 1000))}
+    timeout_ms = str(int(timeout_s * 1000))
+    props: dict[str, Any] = {**client_config, "socket.connection.setup.timeout.ms": timeout_ms}
     props.setdefault("log_level", "0")
     try:
         metadata = AdminClient(props).list_topics(timeout=timeout_s)

@@ -20,6 +20,7 @@ from tests.infra.tf_checks import (
     check_checkov_skips,
     check_kafka_acls,
     check_literal_secrets,
+    check_module_calls,
     check_module_layout,
     check_parse,
     check_placeholders,
@@ -30,8 +31,11 @@ from tests.infra.tf_checks import (
     check_variables,
     checkov_binary,
     conf_placeholders,
+    is_composition_module,
     kafka_acl_grants,
+    module_calls,
     output_names,
+    resolve,
     run_checkov,
     tf_files,
     variable_default,
@@ -42,7 +46,10 @@ pytestmark = pytest.mark.infra
 MODULES = TERRAFORM_ROOT / "modules"
 ENVIRONMENTS = ("prod", "staging")
 ACL_ROOTS = ("prod-acls", "staging-acls")  # the Kafka ACLs of each, applied from inside the VPC
-EXPECTED_MODULES = {"network", "kafka", "kafka-acls", "spark", "redis", "lake", "airflow"}
+# Each root is one call of its composition module, under this label.
+COMPOSITIONS = {"platform": ("platform", ENVIRONMENTS), "platform-acls": ("platform_acls", ACL_ROOTS)}
+COMPONENTS = {"network", "kafka", "kafka-acls", "spark", "redis", "lake", "airflow", "kms"}
+EXPECTED_MODULES = COMPONENTS | set(COMPOSITIONS)
 # The only actions granted on Resource "*": AWS offers no resource-level scoping for them.
 UNSCOPABLE_ACTIONS = {"s3:GetAccountPublicAccessBlock", "cloudwatch:PutMetricData"}
 # kafka-cluster actions on the cluster itself; every other one must name topics, groups or ids.
@@ -164,6 +171,12 @@ def test_every_variable_is_typed_and_described():
 def test_modules_follow_the_house_layout():
     assert {d.name for d in MODULES.iterdir() if d.is_dir()} >= EXPECTED_MODULES
     assert check_module_layout(MODULES) == []
+    # Only the composition modules go without a primary resource `this`.
+    assert {d.name for d in MODULES.iterdir() if d.is_dir() and is_composition_module(d)} == set(COMPOSITIONS)
+
+
+def test_module_calls_match_the_modules_they_call():
+    assert check_module_calls(TERRAFORM_ROOT) == []
 
 
 def test_providers_are_pinned_and_state_is_remote_encrypted_and_locked():
@@ -194,14 +207,59 @@ def test_every_prod_placeholder_is_exactly_one_output(env):
     assert check_placeholders(PROD_CONF, TERRAFORM_ROOT / "environments" / env) == []
 
 
-@pytest.mark.parametrize("pair", [ENVIRONMENTS, ACL_ROOTS], ids=["platform", "acls"])
-def test_staging_runs_the_same_wiring_as_prod(pair):
-    """Staging differs from prod only in variable defaults (sizes, switches), never in structure."""
-    prod, staging = (TERRAFORM_ROOT / "environments" / env for env in pair)
-    assert (prod / "main.tf").read_text() == (staging / "main.tf").read_text()
-    assert output_names(prod) == output_names(staging)
-    variables = [{b.labels for b in blocks_in_dir(env, "variable")} for env in (prod, staging)]
-    assert variables[0] == variables[1]
+def root_calls(env: str) -> list:
+    return blocks_in_dir(TERRAFORM_ROOT / "environments" / env, "module")
+
+
+def call_arguments(env: str) -> set[str]:
+    """Names of the arguments a root passes its (single) composition module call."""
+    (call,) = root_calls(env)
+    return {name for name in call.body if not name.startswith("__")}
+
+
+@pytest.mark.parametrize("composition", sorted(COMPOSITIONS))
+def test_every_root_is_one_call_of_its_composition_module(composition):
+    """The wiring lives in the composition module; a root configures providers, passes its
+    environment's values and forwards the module's outputs under the same names."""
+    label, roots = COMPOSITIONS[composition]
+    module_outputs = output_names(MODULES / composition)
+    for env in roots:
+        root = TERRAFORM_ROOT / "environments" / env
+        calls = root_calls(env)
+        assert [(c.labels, c.body["source"]) for c in calls] == [((label,), f"../../modules/{composition}")]
+        assert blocks_in_dir(root, "resource") == []
+        assert [b.labels for b in blocks_in_dir(root, "data")] in ([], [("aws_msk_cluster", "this")])
+        outputs = {b.labels[0]: b.body["value"] for b in blocks_in_dir(root, "output")}
+        assert output_names(root) == module_outputs
+        assert outputs == {name: f"${{module.{label}.{name}}}" for name in module_outputs}
+
+
+def test_staging_and_prod_differ_in_values_not_in_what_they_set():
+    """Both roots state the same knobs; the values that must differ do, and prod keeps its data."""
+    assert call_arguments("prod") == call_arguments("staging")
+    assert [b.labels for b in blocks_in_dir(TERRAFORM_ROOT / "environments" / "prod", "variable")] == [
+        b.labels for b in blocks_in_dir(TERRAFORM_ROOT / "environments" / "staging", "variable")
+    ]
+    settings = {
+        env: {name: call.argument(name) for name in ("environment", "vpc_cidr", "allow_destroy_with_data")}
+        for env in ENVIRONMENTS
+        for call in module_calls(TERRAFORM_ROOT / "environments" / env, "modules/platform")
+    }
+    assert settings["prod"]["environment"] == "prod" and settings["staging"]["environment"] == "staging"
+    assert settings["prod"]["vpc_cidr"] != settings["staging"]["vpc_cidr"]
+    assert settings["prod"]["allow_destroy_with_data"] is False
+    prod_kafka = module_calls(TERRAFORM_ROOT / "environments" / "prod", "modules/kafka")[0]
+    assert prod_kafka.argument("secret_recovery_window_days") == 30
+    assert prod_kafka.argument("kms_deletion_window_days") == 30
+
+
+@pytest.mark.parametrize(("env", "acls"), zip(ENVIRONMENTS, ACL_ROOTS, strict=True))
+def test_acl_root_finds_the_cluster_its_platform_root_creates(env, acls):
+    cluster = module_calls(TERRAFORM_ROOT / "environments" / env, "modules/kafka")[0].argument("name")
+    assert cluster == f"kappa-{env}"
+    acl_root = TERRAFORM_ROOT / "environments" / acls
+    (lookup,) = blocks_in_dir(acl_root, "data")
+    assert resolve(acl_root, lookup.body["cluster_name"]) == cluster
 
 
 def test_kafka_is_tls_only_with_scram_from_a_cmk_encrypted_secret():
@@ -226,13 +284,15 @@ def test_kafka_is_tls_only_with_scram_from_a_cmk_encrypted_secret():
 
 @pytest.mark.parametrize("env", ENVIRONMENTS)
 def test_each_workload_gets_its_own_scram_secret_and_only_its_own(env):
-    root = TERRAFORM_ROOT / "environments" / env
-    assert sorted(variable_default(root, "kafka_scram_users")) == sorted(EXPECTED_ACLS)
-    outputs = {b.labels[0]: b.body["value"] for b in blocks_in_dir(root, "output")}
+    (kafka,) = module_calls(TERRAFORM_ROOT / "environments" / env, "modules/kafka")
+    assert sorted(kafka.argument("scram_users")) == sorted(EXPECTED_ACLS)
+    assert kafka.argument("admin_scram_users") == ["operator"]
+    platform = MODULES / "platform"
+    outputs = {b.labels[0]: b.body["value"] for b in blocks_in_dir(platform, "output")}
     assert outputs["kafka_sasl_secret_arn"] == '${module.kafka.scram_secret_arns["streaming"]}'
     assert outputs["kafka_sasl_secret_arns"] == "${module.kafka.scram_secret_arns}"
-    wiring = {b.labels[0]: b.body for b in blocks_in_dir(root, "module")}
-    local_values = {k: v for b in blocks_in_dir(root, "locals") for k, v in b.body.items()}
+    wiring = {b.labels[0]: b.body for b in blocks_in_dir(platform, "module")}
+    local_values = {k: v for b in blocks_in_dir(platform, "locals") for k, v in b.body.items()}
     assert local_values["kafka_spark_users"] == ["streaming", "loader"]
     assert "local.kafka_spark_users" in wiring["spark"]["secret_arns"]
     assert local_values["kafka_airflow_user"] == "airflow"
@@ -319,12 +379,17 @@ def test_checkov_fails_on_a_public_bucket(broken_lake, checkov):
     assert {"CKV2_AWS_6", "CKV_AWS_20"} <= report.failed_ids, report.failed
 
 
+def copy_tree(tmp_path: Path, *parts: str) -> Path:
+    """Copies of modules and roots (``modules/kafka``, ``environments/prod``) in the same layout."""
+    for part in parts:
+        shutil.copytree(TERRAFORM_ROOT / part, tmp_path / part)
+    return tmp_path
+
+
 @pytest.fixture
 def acls_copy(tmp_path: Path) -> Path:
-    """A copy of the kafka-acls module and the prod ACL root (same relative layout)."""
-    shutil.copytree(MODULES / "kafka-acls", tmp_path / "modules" / "kafka-acls")
-    shutil.copytree(TERRAFORM_ROOT / "environments" / "prod-acls", tmp_path / "environments" / "prod-acls")
-    return tmp_path
+    """A copy of the kafka-acls and platform-acls modules and the prod ACL root."""
+    return copy_tree(tmp_path, "modules/kafka-acls", "modules/platform-acls", "environments/prod-acls")
 
 
 def test_checks_catch_a_wildcard_acl(acls_copy):
@@ -339,7 +404,7 @@ def test_checks_catch_a_wildcard_acl(acls_copy):
 
 
 def test_checks_catch_a_wildcard_topic_or_group_grant(acls_copy):
-    variables = acls_copy / "environments" / "prod-acls" / "variables.tf"
+    variables = acls_copy / "modules" / "platform-acls" / "variables.tf"
     text = variables.read_text()
     text = text.replace('consume = ["rsvps.raw"]', 'consume = ["rsvps.raw", "*"]', 1)
     text = text.replace('consume = ["kappa-loader"]', 'consume = ["*"]', 1)
@@ -361,24 +426,40 @@ def test_checks_catch_all_hidden_in_the_operation_table(acls_copy):
     assert any("'All' must never be granted" in p for p in problems), problems
 
 
+def replace_once(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new, 1))
+
+
 def test_checks_catch_brokers_that_allow_everyone(tmp_path):
-    shutil.copytree(MODULES / "kafka", tmp_path / "modules" / "kafka")
-    shutil.copytree(TERRAFORM_ROOT / "environments" / "prod", tmp_path / "environments" / "prod")
-    root = tmp_path / "environments" / "prod"
+    copy_tree(tmp_path, "modules/kafka", "modules/platform", "environments/prod")
+    root, platform = tmp_path / "environments" / "prod", tmp_path / "modules" / "platform"
     assert check_acl_default(root) == []
-    variables = root / "variables.tf"
-    default = 'variable "kafka_allow_everyone_if_no_acl_found" {'
-    text = variables.read_text()
-    start = text.index(default)
-    variables.write_text(text[:start] + text[start:].replace("default     = false", "default     = true", 1))
+    # The root turns it on (the migration switch), through the composition module.
+    call = '  source = "../../modules/platform"\n'
+    replace_once(root / "main.tf", call, call + "  kafka_allow_everyone_if_no_acl_found = var.open\n")
+    (root / "open.tf").write_text('variable "open" {\n  type = bool\n  default = true\n}\n')
     assert allow_everyone_if_no_acl_found(root) == [True]
     assert "resolves to [True]" in check_acl_default(root)[0]
-    main = root / "main.tf"
+    (root / "open.tf").unlink()
+    replace_once(root / "main.tf", "  kafka_allow_everyone_if_no_acl_found = var.open\n", "")
+    assert check_acl_default(root) == []
+    # The composition module's default.
+    default = 'variable "kafka_allow_everyone_if_no_acl_found" {'
+    text = (platform / "variables.tf").read_text()
+    start = text.index(default)
+    (platform / "variables.tf").write_text(
+        text[:start] + text[start:].replace("default     = false", "default     = true", 1)
+    )
+    assert allow_everyone_if_no_acl_found(root) == [True]
+    # The composition module stops passing it: the kafka module's default (false) applies again.
     argument = "  allow_everyone_if_no_acl_found = var.kafka_allow_everyone_if_no_acl_found\n"
-    main.write_text(main.read_text().replace(argument, ""))
-    assert check_acl_default(root) == []  # the module's default (false) applies again
+    replace_once(platform / "main.tf", argument, "")
+    assert check_acl_default(root) == []
+    # A server_properties override wins.
     override = '  server_properties = { "allow.everyone.if.no.acl.found" = "true" }\n'
-    main.write_text(main.read_text().replace("  scram_users ", override + "  scram_users ", 1))
+    replace_once(platform / "main.tf", "  scram_users ", override + "  scram_users ")
     assert allow_everyone_if_no_acl_found(root) == [True]
 
 
@@ -405,6 +486,52 @@ def test_checks_catch_a_broken_layout_and_unparsable_hcl(tmp_path):
     assert "variables.tf: not valid HCL2" in problems[1]
     assert "no resource named 'this'" in problems[2]
     assert [p for p in check_parse(tmp_path) if "variables.tf: not valid HCL2" in p]
+
+
+def test_only_a_module_that_just_calls_siblings_goes_without_this(tmp_path):
+    copy_tree(tmp_path, "modules/platform", "modules/platform-acls")
+    modules = tmp_path / "modules"
+    assert check_module_layout(modules) == []
+    # A resource (or data source) in a composition module makes it a component module.
+    main = modules / "platform" / "main.tf"
+    main.write_text(main.read_text() + '\ndata "aws_region" "current" {}\n')
+    # A module from elsewhere is not a sibling: the wiring would not be the platform's own.
+    acls = modules / "platform-acls" / "main.tf"
+    acls.write_text(acls.read_text().replace('"../kafka-acls"', '"git::https://example.com/kafka-acls.git"'))
+    problems = check_module_layout(modules)
+    assert len(problems) == 2, problems
+    assert all("no resource named 'this'" in p for p in problems)
+    assert "platform:" in problems[0] and "platform-acls:" in problems[1]
+
+
+def test_checks_catch_a_call_that_terraform_would_reject(tmp_path):
+    copy_tree(tmp_path, "modules/platform", "environments/prod")
+    root = tmp_path / "environments" / "prod"
+    replace_once(root / "main.tf", "  redis_node_type ", "  redis_nodetype ")
+    replace_once(root / "outputs.tf", "module.platform.redis_port", "module.platform.redis_ports")
+    problems = check_module_calls(tmp_path / "environments")  # the copy has no component modules
+    assert len(problems) == 3, problems
+    assert "passes 'redis_nodetype', which platform does not declare" in problems[0]
+    assert "does not pass 'redis_node_type', which platform requires" in problems[1]
+    assert "reads module.platform.redis_ports, which platform does not output" in problems[2]
+
+
+def test_checks_catch_a_sensitive_output_forwarded_unmarked(tmp_path):
+    copy_tree(tmp_path, "modules/platform", "environments/prod")
+    assert check_sensitive_outputs(tmp_path / "environments") == []
+    replace_once(
+        tmp_path / "modules" / "platform" / "outputs.tf",
+        "  value       = module.redis.port\n",
+        "  value       = module.redis.port\n  sensitive   = true\n",
+    )
+    problems = check_sensitive_outputs(tmp_path)
+    assert len(problems) == 1 and "output.redis_port" in problems[0] and "environments/prod" in problems[0]
+    replace_once(
+        tmp_path / "environments" / "prod" / "outputs.tf",
+        "  value       = module.platform.redis_port\n",
+        "  value       = module.platform.redis_port\n  sensitive   = true\n",
+    )
+    assert check_sensitive_outputs(tmp_path) == []
 
 
 def test_checks_catch_secrets_in_code(tmp_path):

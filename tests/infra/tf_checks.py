@@ -28,6 +28,16 @@ TERRAFORM_ROOT = REPO / "infra" / "terraform"
 PROD_CONF = REPO / "conf" / "prod.yaml"
 MODULE_FILES = ("main.tf", "variables.tf", "outputs.tf", "versions.tf")
 PRIMARY_RESOURCE = "this"
+# The layout rule for modules/<name>: every module has the four MODULE_FILES and is one of two
+# kinds. A component module creates infrastructure and names its primary resource `this`. A
+# composition module (modules/platform, modules/platform-acls) wires component modules together
+# and owns nothing: it declares no `resource` and no `data` block, and at least one `module` call,
+# each of a sibling module (source "../<name>"). It has no primary resource, so `this` is not
+# asked of it; any resource or data source makes it a component module again.
+COMPOSITION_SOURCE = re.compile(r"^\.\./[A-Za-z0-9_-]+/?$")
+# Arguments of a module block that are not input variables of the module.
+MODULE_META_ARGUMENTS = frozenset({"source", "version", "count", "for_each", "providers", "depends_on"})
+MAX_MODULE_DEPTH = 8
 
 PLACEHOLDER = re.compile(r"\$\{terraform:([A-Za-z0-9_]+)\}")
 SKIP_COMMENT = re.compile(r"#\s*checkov:skip=(?P<id>[^:\s]*)(?::(?P<reason>.*))?")
@@ -117,7 +127,8 @@ def tf_dirs(root: Path) -> list[Path]:
 
 
 def _label_count(kind: str) -> int:
-    return {"resource": 2, "data": 2, "terraform": 0, "locals": 0}.get(kind, 1)
+    unlabelled = {"terraform", "locals", "moved", "removed", "import"}
+    return 0 if kind in unlabelled else {"resource": 2, "data": 2}.get(kind, 1)
 
 
 def _unwrap(
@@ -179,8 +190,25 @@ def check_variables(root: Path) -> list[str]:
     return problems
 
 
+def _is_composition(blocks: list[Block]) -> bool:
+    kinds = {block.kind for block in blocks}
+    calls = [block for block in blocks if block.kind == "module"]
+    return (
+        not kinds & {"resource", "data"}
+        and bool(calls)
+        and all(COMPOSITION_SOURCE.match(str(block.body.get("source", ""))) for block in calls)
+    )
+
+
+def is_composition_module(module: Path) -> bool:
+    """A module that only calls sibling modules: no resource or data block, one module call or more,
+    every one with a ``../<name>`` source (the rule above COMPOSITION_SOURCE)."""
+    return _is_composition(blocks_in_dir(module))
+
+
 def check_module_layout(modules_dir: Path) -> list[str]:
-    """Each module has main/variables/outputs/versions.tf and a primary resource named ``this``."""
+    """Each module has main/variables/outputs/versions.tf, and a primary resource named ``this``
+    unless it is a composition module (only calls of sibling modules)."""
     problems = []
     modules = sorted(d for d in modules_dir.iterdir() if d.is_dir())
     if not modules:
@@ -190,15 +218,18 @@ def check_module_layout(modules_dir: Path) -> list[str]:
         if missing:
             layout = ", ".join(MODULE_FILES)
             problems.append(f"{module}: missing {', '.join(missing)} (house layout is {layout})")
-        resources = []
+        blocks = []
         for path in sorted(module.glob("*.tf")):
             try:
-                resources += blocks_in_file(path, "resource")
+                blocks += blocks_in_file(path)
             except TerraformParseError as exc:
                 problems.append(str(exc))
-        if not any(block.labels[1] == PRIMARY_RESOURCE for block in resources):
+        named_this = any(b.kind == "resource" and b.labels[1] == PRIMARY_RESOURCE for b in blocks)
+        if not named_this and not _is_composition(blocks):
             problems.append(
-                f"{module}: no resource named {PRIMARY_RESOURCE!r}; name the module's primary resource 'this'"
+                f"{module}: no resource named {PRIMARY_RESOURCE!r}; name the module's primary resource "
+                "'this' (only a composition module, which calls sibling modules ../<name> and declares "
+                "no resource or data source, has none)"
             )
         if (module / "versions.tf").is_file() and not blocks_in_file(module / "versions.tf", "terraform"):
             problems.append(f"{module / 'versions.tf'}: no terraform block pinning the providers")
@@ -294,17 +325,38 @@ def check_literal_secrets(root: Path) -> list[str]:
     return problems
 
 
+def _sensitive_module_outputs(directory: Path) -> dict[str, set[str]]:
+    """For each local module block in directory (by label), the outputs it marks sensitive."""
+    found = {}
+    for block in blocks_in_dir(directory, "module"):
+        module = directory / str(block.body.get("source", ""))
+        if _is_local_source(block.body.get("source")) and module.is_dir():
+            found[block.labels[0]] = {
+                b.labels[0] for b in blocks_in_dir(module, "output") if b.body.get("sensitive") is True
+            }
+    return found
+
+
 def check_sensitive_outputs(root: Path) -> list[str]:
-    """An output that exposes a secret value (not an ARN) is marked sensitive."""
+    """An output that exposes a secret value (not an ARN) is marked sensitive, and so is one that
+    forwards a module's sensitive output (or the whole module), level after level up to the root."""
     problems = []
     for directory in tf_dirs(root):
         sensitive_vars = {
             b.labels[0] for b in blocks_in_dir(directory, "variable") if b.body.get("sensitive") is True
         }
+        sensitive_modules = _sensitive_module_outputs(directory)
         for block in blocks_in_dir(directory, "output"):
             value = str(block.body.get("value", ""))
-            secret = SECRET_VALUE_REFERENCE.search(value) or any(
-                _references(value, f"var.{name}") for name in sensitive_vars
+            secret = (
+                SECRET_VALUE_REFERENCE.search(value)
+                or any(_references(value, f"var.{name}") for name in sensitive_vars)
+                or any(
+                    _references(value, f"module.{label}.{name}")
+                    or re.search(rf"\bmodule\.{re.escape(label)}\b(?![\w.-])", value)
+                    for label, names in sensitive_modules.items()
+                    for name in names
+                )
             )
             if secret and block.body.get("sensitive") is not True:
                 problems.append(f"{block.address}: exposes a secret value; set sensitive = true")
@@ -398,17 +450,72 @@ def check_placeholders(conf_path: Path, env_dir: Path) -> list[str]:
     ]
 
 
-# --------------------------------------------------------------------------- Kafka ACLs
-
-Grant = tuple[str, str, str, str]  # (operation, resource type, pattern type, resource name)
+# --------------------------------------------------------------------------- module calls
 
 
-def module_calls(env_dir: Path, source_suffix: str) -> list[Block]:
-    """The ``module`` blocks of a root whose source ends with source_suffix."""
+@dataclass(frozen=True, eq=False)
+class Scope:
+    """One module instance: its directory, the arguments its module block passes (None for a root),
+    and the scope of that block, in which those arguments are evaluated."""
+
+    directory: Path
+    arguments: dict[str, Any] | None = None
+    caller: Scope | None = None
+
+    @property
+    def depth(self) -> int:
+        """How many module blocks lie between the root and this instance."""
+        return 0 if self.caller is None else self.caller.depth + 1
+
+
+@dataclass(frozen=True, eq=False)
+class ModuleCall:
+    """A ``module`` block, in the scope of the module or root that holds it."""
+
+    block: Block
+    caller: Scope
+
+    @property
+    def directory(self) -> Path:
+        """The called module's directory (local sources only)."""
+        return (self.caller.directory / str(self.block.body["source"])).resolve()
+
+    @property
+    def scope(self) -> Scope:
+        """The called module as an instance: its ``var.NAME`` are this block's arguments."""
+        return Scope(self.directory, self.block.body, self.caller)
+
+    def argument(self, name: str) -> Any:
+        """What the block passes for variable ``name`` (resolved), else the module's default."""
+        if name in self.block.body:
+            return resolve(self.caller, self.block.body[name])
+        return variable_default(self.directory, name)
+
+
+def _is_local_source(source: Any) -> bool:
+    return isinstance(source, str) and source.startswith(("./", "../"))
+
+
+def module_instances(directory: Path | Scope) -> list[ModuleCall]:
+    """Every local module block reachable from a root (or module), through composition modules and
+    component modules alike, outermost first."""
+    scope = directory if isinstance(directory, Scope) else Scope(directory)
+    found = []
+    for block in blocks_in_dir(scope.directory, "module"):
+        if not _is_local_source(block.body.get("source")):
+            continue
+        call = ModuleCall(block, scope)
+        found.append(call)
+        if call.directory.is_dir() and scope.depth < MAX_MODULE_DEPTH:
+            found += module_instances(call.scope)
+    return found
+
+
+def module_calls(env_dir: Path, source_suffix: str) -> list[ModuleCall]:
+    """The calls of modules/<name> (source_suffix "modules/<name>") that a root makes, itself or
+    through the modules it calls."""
     return [
-        block
-        for block in blocks_in_dir(env_dir, "module")
-        if str(block.body.get("source", "")).rstrip("/").endswith(source_suffix)
+        call for call in module_instances(env_dir) if call.directory.as_posix().endswith(f"/{source_suffix}")
     ]
 
 
@@ -426,10 +533,81 @@ def variable_default(directory: Path, name: str) -> Any:
     return None
 
 
-def resolve(directory: Path, value: Any) -> Any:
-    """A module argument's value: a literal as is, ``var.NAME`` as that variable's default."""
-    match = re.fullmatch(r"\$\{var\.(\w+)\}", value) if isinstance(value, str) else None
-    return variable_default(directory, match.group(1)) if match else value
+SIMPLE_REFERENCE = re.compile(r"\$\{(var|local)\.(\w+)\}")
+
+
+def _reference(scope: Scope, kind: str, name: str) -> Any:
+    if kind == "local":
+        return resolve(scope, _locals(scope.directory).get(name))
+    if scope.arguments is not None and scope.caller is not None and name in scope.arguments:
+        return resolve(scope.caller, scope.arguments[name])
+    return variable_default(scope.directory, name)
+
+
+def resolve(scope: Scope | Path, value: Any) -> Any:
+    """A value as the static checks can know it: a literal as is; ``var.NAME`` as what the module's
+    caller passes (evaluated in the caller's scope) or else the variable's default; ``local.NAME``
+    as that local, resolved the same way; lists and maps item by item. A string that merely
+    contains such references gets those with scalar values filled in; anything else (module
+    outputs, functions) stays as written."""
+    scope = scope if isinstance(scope, Scope) else Scope(scope)
+    if isinstance(value, list):
+        return [resolve(scope, item) for item in value]
+    if isinstance(value, dict):
+        return {key: resolve(scope, item) for key, item in value.items()}
+    if not isinstance(value, str):
+        return value
+    whole = SIMPLE_REFERENCE.fullmatch(value)
+    if whole:
+        return _reference(scope, *whole.groups())
+
+    def fill(match: re.Match[str]) -> str:
+        found = _reference(scope, *match.groups())
+        scalar = isinstance(found, (str, int, float)) and not isinstance(found, bool)
+        return str(found) if scalar else match[0]
+
+    return SIMPLE_REFERENCE.sub(fill, value)
+
+
+MODULE_OUTPUT_REFERENCE = re.compile(r"\bmodule\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_]+)")
+
+
+def check_module_calls(root: Path) -> list[str]:
+    """What terraform validate would say of every local module call, without providers: the called
+    module exists, every argument is one of its variables, every variable without a default is
+    passed, and every ``module.<call>.<output>`` read next to the call is one of its outputs."""
+    problems = []
+    for directory in tf_dirs(root):
+        calls = [b for b in blocks_in_dir(directory, "module") if _is_local_source(b.body.get("source"))]
+        outputs_read = {
+            match.groups()
+            for block in blocks_in_dir(directory)
+            if block.kind != "moved"
+            for match in MODULE_OUTPUT_REFERENCE.finditer(json.dumps(block.body))
+        }
+        for block in calls:
+            label, module = block.labels[0], (directory / str(block.body["source"])).resolve()
+            if not list(module.glob("*.tf")):
+                problems.append(f"{block.address}: source {block.body['source']!r} holds no module")
+                continue
+            variables = {b.labels[0]: b.body for b in blocks_in_dir(module, "variable")}
+            arguments = {name for name in _entries(block.body) if name not in MODULE_META_ARGUMENTS}
+            for name in sorted(arguments - set(variables)):
+                problems.append(f"{block.address}: passes {name!r}, which {module.name} does not declare")
+            required = {name for name, body in variables.items() if "default" not in body}
+            for name in sorted(required - arguments):
+                problems.append(f"{block.address}: does not pass {name!r}, which {module.name} requires")
+            declared = {b.labels[0] for b in blocks_in_dir(module, "output")}
+            for name in sorted(name for call, name in outputs_read if call == label and name not in declared):
+                problems.append(
+                    f"{directory}: reads module.{label}.{name}, which {module.name} does not output"
+                )
+    return problems
+
+
+# --------------------------------------------------------------------------- Kafka ACLs
+
+Grant = tuple[str, str, str, str]  # (operation, resource type, pattern type, resource name)
 
 
 def _entries(mapping: Any) -> dict[str, Any]:
@@ -496,17 +674,17 @@ def _name_problem(kind: str, name: str, topics: set[str]) -> str | None:
 
 
 def kafka_acl_grants(env_dir: Path) -> tuple[dict[str, set[Grant]], list[str]]:
-    """What a root's kafka-acls call grants each SCRAM user, from the root's inputs and the module's
-    own operation tables and resources; and the problems found on the way."""
+    """What a root's kafka-acls call (its own or a composition module's) grants each SCRAM user, from
+    the arguments down the chain of calls and the module's own operation tables and resources; and
+    the problems found on the way."""
     grants: dict[str, set[Grant]] = {}
     problems = []
     for call in module_calls(env_dir, KAFKA_ACLS_MODULE):
-        module = (env_dir / call.body["source"]).resolve()
-        tables = _locals(module)
-        acls = [b.body for b in blocks_in_dir(module, "resource") if b.labels[0] == "kafka_acl"]
+        tables = _locals(call.directory)
+        acls = [b.body for b in blocks_in_dir(call.directory, "resource") if b.labels[0] == "kafka_acl"]
         patterns = {a.get("resource_type"): a.get("resource_pattern_type_filter", "Literal") for a in acls}
-        topics = set(resolve(env_dir, call.body.get("topics")) or [])
-        for user, workload in _entries(resolve(env_dir, call.body.get("workloads"))).items():
+        topics = set(call.argument("topics") or [])
+        for user, workload in _entries(call.argument("workloads")).items():
             granted = grants.setdefault(user, set())
             for kind, field in (("Topic", "topics"), ("Group", "groups")):
                 operations = _entries(tables.get(ACL_OPERATION_LOCALS[kind]))
@@ -540,17 +718,16 @@ def check_kafka_acls(root: Path) -> list[str]:
 
 
 def allow_everyone_if_no_acl_found(env_dir: Path) -> list[Any]:
-    """What each kafka module call of a root sets allow.everyone.if.no.acl.found to (module default
-    when the call leaves it out); a server_properties override wins, as it does in the module."""
+    """What each kafka module call reachable from a root sets allow.everyone.if.no.acl.found to
+    (followed through composition modules down to variable defaults); a server_properties
+    override wins, as it does in the module."""
     values = []
     for call in module_calls(env_dir, KAFKA_MODULE):
-        overrides = _entries(resolve(env_dir, call.body.get("server_properties")))
+        overrides = _entries(call.argument("server_properties"))
         if "allow.everyone.if.no.acl.found" in overrides:
             values.append(str(overrides["allow.everyone.if.no.acl.found"]).lower() == "true")
-        elif ALLOW_EVERYONE in call.body:
-            values.append(resolve(env_dir, call.body[ALLOW_EVERYONE]))
         else:
-            values.append(variable_default((env_dir / call.body["source"]).resolve(), ALLOW_EVERYONE))
+            values.append(call.argument(ALLOW_EVERYONE))
     return values
 
 
@@ -580,6 +757,7 @@ def all_problems(root: Path = TERRAFORM_ROOT, conf_path: Path = PROD_CONF) -> di
         "sensitive outputs": check_sensitive_outputs(root),
         "checkov skips": check_checkov_skips(root),
         "s3 buckets": check_s3_buckets(root),
+        "module calls": check_module_calls(root),
         "placeholders": [p for env in platforms for p in check_placeholders(conf_path, env)],
         "kafka acls": check_kafka_acls(root),
         "acl default": [p for env in platforms for p in check_acl_default(env)],

@@ -11,7 +11,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -58,7 +58,7 @@ CLIENT_ONLY_PREFIXES = (
 )
 
 
-def consumer_config(kafka: Mapping[str, str], group_prefix: str) -> dict[str, str]:
+def consumer_config(kafka: Mapping[str, str], group_prefix: str) -> dict[str, Any]:
     """Properties of an executor consumer: assign-only, never commits."""
     props = {**CONSUMER_DEFAULTS, **kafka}
     if "receive.message.max.bytes" not in kafka:
@@ -82,7 +82,7 @@ def producer_config(kafka: Mapping[str, str]) -> dict[str, str | bool]:
     return props
 
 
-def admin_config(kafka: Mapping[str, str]) -> dict[str, str]:
+def admin_config(kafka: Mapping[str, str]) -> dict[str, Any]:
     """Connection and security properties only, for the driver's AdminClient."""
     return {key: value for key, value in kafka.items() if not key.startswith(CLIENT_ONLY_PREFIXES)}
 

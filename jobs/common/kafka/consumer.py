@@ -86,12 +86,12 @@ class _RangeReader:
                     "and the kafka.* security options")
         if not data:
             return []
-        if data[0].offset() > self.next:
+        if _offset(data[0]) > self.next:
             self._check_gap()
         end = self.rng.end
-        if data[-1].offset() >= end:
-            data = [m for m in data if m.offset() < end]
-        self.next = data[-1].offset() + 1 if data else end
+        if _offset(data[-1]) >= end:
+            data = [m for m in data if _offset(m) < end]
+        self.next = _offset(data[-1]) + 1 if data else end
         return data
 
     def _idle(self, idle_since: float) -> bool:
@@ -150,3 +150,10 @@ def _permanent(error: KafkaError) -> bool:
     if error.fatal() or error.code() in PERMANENT_LOCAL:
         return True
     return error.code() > 0 and not error.retriable()
+
+
+def _offset(message: Message) -> int:
+    """The offset of a fetched record (never None for records, only for errors)."""
+    offset = message.offset()
+    assert offset is not None, "a fetched record always has an offset"
+    return offset

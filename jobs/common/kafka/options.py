@@ -14,6 +14,7 @@ import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from jobs.common.errors import KafkaSourceError
 from jobs.common.kafka.specs import (
@@ -109,6 +110,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     strategy = _strategy(opts)
     starting = parse_offset_spec(opts, "starting", default=LATEST if streaming else EARLIEST)
     ending = parse_offset_spec(opts, "ending", default=None if streaming else LATEST)
+    assert starting is not None, "a starting spec always has a default"
     validate_spec_pair(starting, ending, streaming=streaming)
     _warn_batch_only(opts, streaming)
     if "group.id" in kafka:
@@ -182,7 +184,7 @@ def _kafka_params(opts: Mapping[str, str], rejected: Mapping[str, str]) -> dict[
     return kafka
 
 
-def _strategy(opts: Mapping[str, str]) -> dict[str, object]:
+def _strategy(opts: Mapping[str, str]) -> dict[str, Any]:
     given = [key for key in STRATEGIES if key in opts]
     if len(given) != 1:
         found = f"found {', '.join(given)}" if given else "found none"

@@ -117,7 +117,11 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
 def produce_batches(batches: Iterator[pa.RecordBatch], options: SinkOptions, layout: SinkLayout) -> int:
     """Produce all rows, flush, and raise KafkaSourceError unless every record was delivered."""
     failures: list[KafkaError] = []
-    props = producer_config(options.kafka) | {"on_delivery": lambda err, _msg: err and failures.append(err)}
+    def on_delivery(err: KafkaError | None, _msg: object) -> None:
+        if err is not None:
+            failures.append(err)
+
+    props = producer_config(options.kafka) | {"on_delivery": on_delivery}
     producer = Producer(props)
     rows, began = 0, time.monotonic()
     for batch in batches:
@@ -153,7 +157,7 @@ def _produce_batch(producer: Producer, batch: pa.RecordBatch, options: SinkOptio
         if extras is None:
             for topic, value, key in zip(topics, values, keys, strict=False):
                 try:
-                    producer.produce(topic, value, key)
+                    producer.produce(topic, value, key)  # type: ignore[arg-type]  # str by the check above
                 except BufferError:
                     _produce_when_room(producer, topic, value, key, {})
         else:
@@ -186,7 +190,7 @@ def _produce_when_room(producer: Producer, topic: str | None, value: object, key
                        extra: dict) -> None:
     while True:
         try:
-            producer.produce(topic, value, key, **extra)
+            producer.produce(topic, value, key, **extra)  # type: ignore[arg-type]  # Arrow str|bytes values
             return
         except BufferError:
             producer.poll(0.1)

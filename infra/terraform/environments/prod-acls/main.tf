@@ -1,24 +1,21 @@
-# Kafka ACLs of the platform's SCRAM users, a root of its own because the kafka provider talks
-# to the brokers: apply it from inside the VPC (a CI runner or bastion in the platform's
-# kafka-admin security group), after environments/<env> created the cluster and the users.
-# The provider authenticates with the runner's IAM role on the IAM listener (9098): Kafka ACLs do
-# not apply to IAM principals, so it needs no super user, only the platform's
+# The Kafka ACLs of prod's SCRAM users (modules/platform-acls), a root of its own because the
+# kafka provider talks to the brokers: apply it from inside the VPC (a CI runner or bastion in the
+# platform's kafka-admin security group), after environments/prod created the cluster and the
+# users. The provider authenticates with the runner's IAM role on the IAM listener (9098): Kafka
+# ACLs do not apply to IAM principals, so it needs no super user, only the platform's
 # kafka_admin_policy_arn (kafka-cluster:AlterCluster on this cluster) attached to its role.
 
+locals {
+  environment = "prod"
+}
+
+# Only reads the cluster's IAM bootstrap brokers: this root creates nothing in AWS (no tags).
 provider "aws" {
   region = var.region
-
-  default_tags {
-    tags = {
-      Project     = "kappa"
-      Environment = var.environment
-      ManagedBy   = "terraform"
-    }
-  }
 }
 
 data "aws_msk_cluster" "this" {
-  cluster_name = "kappa-${var.environment}"
+  cluster_name = "kappa-${local.environment}"
 }
 
 provider "kafka" {
@@ -28,9 +25,6 @@ provider "kafka" {
   sasl_aws_region   = var.region
 }
 
-module "kafka_acls" {
-  source = "../../modules/kafka-acls"
-
-  workloads = var.kafka_workloads
-  topics    = var.kafka_topics
+module "platform_acls" {
+  source = "../../modules/platform-acls"
 }
