@@ -71,8 +71,8 @@ def sink_layout(schema: T.StructType, options: SinkOptions) -> SinkLayout:
                       partition="partition" in types)
 
 
-class KafkaBatchWriter(DataSourceArrowWriter):
-    """``df.write.format("kafka-py")``: each task produces its rows and flushes."""
+class _ProducingWriter:
+    """What the batch and the streaming writer share: each task produces its rows and flushes."""
 
     def __init__(self, options: SinkOptions, layout: SinkLayout) -> None:
         self._options = options
@@ -81,6 +81,10 @@ class KafkaBatchWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
         """Produce every row of this task and wait until Kafka acknowledged all of them."""
         return SinkCommit(produce_batches(iterator, self._options, self._layout))
+
+
+class KafkaBatchWriter(_ProducingWriter, DataSourceArrowWriter):
+    """``df.write.format("kafka-py")``: each task produces its rows and flushes."""
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Every task delivered its rows."""
@@ -93,16 +97,8 @@ class KafkaBatchWriter(DataSourceArrowWriter):
                        len(messages))
 
 
-class KafkaStreamWriter(DataSourceStreamArrowWriter):
+class KafkaStreamWriter(_ProducingWriter, DataSourceStreamArrowWriter):
     """``writeStream.format("kafka-py")``: a micro-batch commits only when fully delivered."""
-
-    def __init__(self, options: SinkOptions, layout: SinkLayout) -> None:
-        self._options = options
-        self._layout = layout
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
-        """Produce every row of this task and wait until Kafka acknowledged all of them."""
-        return SinkCommit(produce_batches(iterator, self._options, self._layout))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Every task of micro-batch ``batchId`` delivered its rows."""
