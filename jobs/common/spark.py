@@ -63,14 +63,21 @@ def _find_jar(pattern: str, extra_jars: str) -> str | None:
     return None
 
 
+def kafka_jar(config: KappaConfig) -> str | None:
+    """The spark-sql-kafka-0-10 jar on the classpath (jar folders or spark.jars), if any."""
+    return _find_jar(KAFKA_JAR_PATTERN, str(config.spark.conf.get("spark.jars", "")))
+
+
+def delta_jar(config: KappaConfig) -> str | None:
+    """The delta-spark jar on the classpath (jar folders or spark.jars), if any."""
+    return _find_jar(DELTA_JAR_PATTERN, str(config.spark.conf.get("spark.jars", "")))
+
+
 def choose_backends(config: KappaConfig) -> Backends:
     """Decide the Kafka and Delta backends from config and the jars that are present."""
-    extra = str(config.spark.conf.get("spark.jars", ""))
-    kafka_jar = _find_jar(KAFKA_JAR_PATTERN, extra)
-    delta_jar = _find_jar(DELTA_JAR_PATTERN, extra)
-    kafka, kafka_reason = _pick(config.spark.kafka_backend, "python", kafka_jar,
+    kafka, kafka_reason = _pick(config.spark.kafka_backend, "python", kafka_jar(config),
                                 "spark-sql-kafka-0-10", "kafka")
-    delta, delta_reason = _pick(config.spark.delta_backend, "deltalake", delta_jar,
+    delta, delta_reason = _pick(config.spark.delta_backend, "deltalake", delta_jar(config),
                                 "delta-spark", "delta")
     return Backends(kafka, kafka_reason, delta, delta_reason)
 

@@ -6,18 +6,18 @@ Parametrised over the backends present: ``python`` (the kafka-py data source) al
 
 from __future__ import annotations
 
-import glob
 import time
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql import types as T
 
+from jobs.common.config import load_config
 from jobs.common.kafka.adapter import read_kafka, write_kafka
-from jobs.common.spark import KAFKA_JAR_PATTERN, jar_dirs
+from jobs.common.spark import kafka_jar
 from tests.integration.kafka.records import expected
 
-JVM_JAR = any(glob.glob(str(folder / KAFKA_JAR_PATTERN)) for folder in jar_dirs())
+JVM_JAR = kafka_jar(load_config("test", environ={})) is not None
 JVM_SKIP = ("no spark-sql-kafka-0-10 jar on the Spark classpath: Maven Central is unreachable "
             "where this suite runs, so Spark's JVM Kafka connector cannot be downloaded")
 BACKENDS = [pytest.param("python", id="python"),
