@@ -53,8 +53,8 @@ def main() -> None:
             "kafka.bootstrap_servers": f"127.0.0.1:{free_port()}", "stack.data_dir": str(root / "stack"),
             "redis.embedded": False, "redis.port": free_port()})
         stack = EmbeddedStack(cfg)
-        stack.up(progress=lambda message: None)
         try:
+            stack.up(progress=lambda message: None)
             props = cfg.kafka.client_config()
             admin = AdminClient({**props, "log_level": "0"})
             topics = [NewTopic(name, 3, 1) for name in ("b.raw", "b.http", "b.pull")]

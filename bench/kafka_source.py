@@ -44,8 +44,9 @@ def main(argv: list[str] | None = None) -> int:
             from jobs.common.stack import EmbeddedStack
 
             stack = EmbeddedStack(cfg)
-            stack.up(progress=lambda message: None)
         try:
+            if stack is not None:
+                stack.up(progress=lambda message: None)
             result = run(cfg, args.records, args.record_bytes, args.repeats)
         finally:
             if stack is not None:

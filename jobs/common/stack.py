@@ -66,12 +66,24 @@ class EmbeddedStack:
 
     # ------------------------------------------------------------------ public API
     def up(self, progress: Callable[[str], None] = logger.info) -> list[ServiceStatus]:
-        """Start every embedded service not already running and wait until all are healthy."""
-        for service in self.services:
-            if not service.embedded:
-                progress(f"{service.name}: external at {service.host}:{service.port}, not started")
-                continue
-            self._start(service, progress)
+        """Start every embedded service not already running and wait until all are healthy.
+
+        If one fails, the services this call started are stopped again before the error is raised.
+        """
+        started: list[_Service] = []
+        try:
+            for service in self.services:
+                if not service.embedded:
+                    progress(f"{service.name}: external at {service.host}:{service.port}, not started")
+                elif self._start(service, progress):
+                    started.append(service)
+        except StackError:
+            for service in started:
+                pid = self._pid(service)
+                if pid is not None:
+                    _stop(pid)
+                self._pidfile(service).unlink(missing_ok=True)
+            raise
         return self.status()
 
     def down(self, wipe: bool = False, progress: Callable[[str], None] = logger.info) -> None:
@@ -104,7 +116,8 @@ class EmbeddedStack:
         return self.data_dir / "logs" / f"{name}.log"
 
     # ------------------------------------------------------------------ internals
-    def _start(self, service: _Service, progress: Callable[[str], None]) -> None:
+    def _start(self, service: _Service, progress: Callable[[str], None]) -> bool:
+        """Start one service; return False when it was already running."""
         if service.host not in LOOPBACK:
             raise StackError(
                 f"{service.name}.embedded is true but its address is {service.host}:{service.port};"
@@ -114,7 +127,7 @@ class EmbeddedStack:
         if pid is not None:
             progress(f"{service.name}: already running (pid {pid})")
             self._wait_healthy(service, pid)
-            return
+            return False
         if _port_busy(service.port):
             raise StackError(
                 f"port {service.port} for {service.name} is already in use by another process; "
@@ -129,8 +142,14 @@ class EmbeddedStack:
                 start_new_session=True, cwd=self.data_dir)
         self._pidfile(service).write_text(f"{process.pid}\n")
         progress(f"{service.name}: starting pid {process.pid} on 127.0.0.1:{service.port}")
-        self._wait_healthy(service, process.pid)
+        try:
+            self._wait_healthy(service, process.pid)
+        except StackError:
+            _stop(process.pid)  # a service that never became healthy is not left behind
+            self._pidfile(service).unlink(missing_ok=True)
+            raise
         progress(f"{service.name}: healthy")
+        return True
 
     def _command(self, service: _Service) -> list[str]:
         folder = self.data_dir / service.name

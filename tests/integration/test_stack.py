@@ -132,3 +132,16 @@ def test_external_services_are_checked_not_started(run_kappa, stack, tmp_path):
     rows = {row["name"]: row for row in json.loads(status.stdout)}
     assert rows["kafka"]["managed"] is False and rows["kafka"]["healthy"] is True
     assert rows["redis"]["managed"] is False and rows["redis"]["healthy"] is True
+
+
+def test_a_failed_up_leaves_nothing_running(tmp_path):
+    """Kafka starts, Redis cannot (its port is taken): up fails and stops the Kafka it started."""
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        config = _private_config(tmp_path, redis_port=squatter.getsockname()[1])
+        with pytest.raises(StackError, match="for redis is already in use"):
+            EmbeddedStack(config).up(progress=lambda m: None)
+    leftovers = [pid for pid in os.listdir("/proc") if pid.isdigit() and _mentions(pid, tmp_path)]
+    assert leftovers == [], "kafka was left running after a failed up"
+    assert not (tmp_path / "stack" / "kafka.pid").exists()
