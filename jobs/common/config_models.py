@@ -66,6 +66,7 @@ class StackConfig(_Section):
 
     data_dir: Path = Path("var/stack")
     start_timeout_s: float = Field(default=30, gt=0)
+    stop_timeout_s: float = Field(default=30, gt=0)
     kafka_binary: str = "noida-db"
     redis_binary: str = "redis-server"
 

@@ -26,7 +26,7 @@ from jobs.common.health import kafka_healthy, redis_healthy
 logger = logging.getLogger(__name__)
 
 LOOPBACK = ("127.0.0.1", "localhost")
-STOP_GRACE_S = 10.0
+STOP_GRACE_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ class EmbeddedStack:
             if pid is None:
                 progress(f"{service.name}: not running (no live process of ours)")
             else:
-                _stop(pid)
+                _stop(pid, self.config.stack.stop_timeout_s)
                 progress(f"{service.name}: stopped pid {pid}")
             self._pidfile(service).unlink(missing_ok=True)
         if wipe and self.data_dir.exists():
@@ -254,19 +254,39 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _stop(pid: int) -> None:
-    """SIGTERM the process group the service leads, then SIGKILL after a grace period."""
+def _stop(pid: int, grace_s: float = STOP_GRACE_S) -> None:
+    """SIGTERM the process group the service leads, then SIGKILL after a grace period.
+
+    Returns when no process of the group is left (noida-db's wrapper exits before the server
+    binary it started has finished writing its data).
+    """
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(pid, sig)
         except ProcessLookupError:
             return
-        deadline = time.monotonic() + STOP_GRACE_S
+        deadline = time.monotonic() + grace_s
         while time.monotonic() < deadline:
-            if not _alive(pid):
-                _reap(pid)
+            _reap(pid)
+            if not _group_alive(pid):
                 return
             time.sleep(0.1)
+        if sig == signal.SIGTERM:
+            logger.warning("process group %d still runs %.0fs after SIGTERM; sending SIGKILL", pid, grace_s)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any non-zombie process is still in the process group."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
 
 
 def _reap(pid: int) -> None:
