@@ -8,10 +8,7 @@ stops only processes whose pidfile this module wrote. External services are only
 from __future__ import annotations
 
 import logging
-import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,11 +19,11 @@ from pathlib import Path
 from jobs.common.config import KappaConfig
 from jobs.common.errors import StackError
 from jobs.common.health import kafka_healthy, redis_healthy
+from jobs.common.processes import alive, port_busy, stop_group
 
 logger = logging.getLogger(__name__)
 
 LOOPBACK = ("127.0.0.1", "localhost")
-STOP_GRACE_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -81,7 +78,7 @@ class EmbeddedStack:
             for service in started:
                 pid = self._pid(service)
                 if pid is not None:
-                    _stop(pid)
+                    stop_group(pid)
                 self._pidfile(service).unlink(missing_ok=True)
             raise
         return self.status()
@@ -93,7 +90,7 @@ class EmbeddedStack:
             if pid is None:
                 progress(f"{service.name}: not running (no live process of ours)")
             else:
-                _stop(pid, self.config.stack.stop_timeout_s)
+                stop_group(pid, self.config.stack.stop_timeout_s)
                 progress(f"{service.name}: stopped pid {pid}")
             self._pidfile(service).unlink(missing_ok=True)
         if wipe and self.data_dir.exists():
@@ -128,7 +125,7 @@ class EmbeddedStack:
             progress(f"{service.name}: already running (pid {pid})")
             self._wait_healthy(service, pid)
             return False
-        if _port_busy(service.port):
+        if port_busy(service.port):
             raise StackError(
                 f"port {service.port} for {service.name} is already in use by another process; "
                 f"stop that process or choose a free port (conf {service.name} port, or "
@@ -144,8 +141,8 @@ class EmbeddedStack:
         progress(f"{service.name}: starting pid {process.pid} on 127.0.0.1:{service.port}")
         try:
             self._wait_healthy(service, process.pid)
-        except StackError:
-            _stop(process.pid)  # a service that never became healthy is not left behind
+        except StackError:  # a service that never became healthy is not left behind
+            stop_group(process.pid, self.config.stack.stop_timeout_s)
             self._pidfile(service).unlink(missing_ok=True)
             raise
         progress(f"{service.name}: healthy")
@@ -167,7 +164,7 @@ class EmbeddedStack:
         deadline = time.monotonic() + self.config.stack.start_timeout_s
         error: str | None = "not checked"
         while time.monotonic() < deadline:
-            if not _alive(pid):
+            if not alive(pid):
                 tail = _tail(self.log_path(service.name))
                 raise StackError(f"{service.name} (pid {pid}) exited during start; log: {tail}")
             error = service.check()
@@ -192,7 +189,7 @@ class EmbeddedStack:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
         except OSError:
             return None
-        return pid if expected in cmdline and _alive(pid) else None
+        return pid if expected in cmdline and alive(pid) else None
 
 
 def redis_server_binary(name: str = "redis-server") -> str:
@@ -232,68 +229,6 @@ def _find_binary(name: str, package: str) -> str:
 def _host_port(address: str) -> tuple[str, int]:
     host, _, port = address.rpartition(":")
     return host, int(port)
-
-
-def _port_busy(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(0.5)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
-    except OSError:
-        return True
-    return state != "Z"
-
-
-def _stop(pid: int, grace_s: float = STOP_GRACE_S) -> None:
-    """SIGTERM the process group the service leads, then SIGKILL after a grace period.
-
-    Returns when no process of the group is left (noida-db's wrapper exits before the server
-    binary it started has finished writing its data).
-    """
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(pid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline:
-            _reap(pid)
-            if not _group_alive(pid):
-                return
-            time.sleep(0.1)
-        if sig == signal.SIGTERM:
-            logger.warning("process group %d still runs %.0fs after SIGTERM; sending SIGKILL", pid, grace_s)
-
-
-def _group_alive(pgid: int) -> bool:
-    """Whether any non-zombie process is still in the process group."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
-
-
-def _reap(pid: int) -> None:
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
 
 def _tail(path: Path, lines: int = 5) -> str:
