@@ -2,9 +2,12 @@
 
 Starts an embedded broker on a free port (or uses ``--bootstrap``), produces ``--records``
 records of ``--record-bytes`` to a 3-partition topic with a raw confluent-kafka producer (the
-produce baseline), consumes them with one raw consumer (the consume baseline), then reads the
-same topic with Spark (``read_kafka(...).write.format("noop")``) and writes the same number of
-rows with ``write_kafka``. Prints one JSON object. Never run as a timed test.
+produce baseline), consumes them with one raw consumer that also builds the source's Arrow
+record batches (the consume baseline: equal work), then reads the same topic with Spark: a batch
+read (``read_kafka(...).write.format("noop")``), and a streaming availableNow read of
+``--per-trigger`` records per micro-batch to a noop sink, with the executor consumer pool and
+without it (``consumerCache.capacity=0``, one consumer per task as before the pool). Writes the
+same number of rows with ``write_kafka``. Prints one JSON object. Never run as a timed test.
 
     .venv/bin/python bench/kafka_source.py --records 1000000 --record-bytes 250
 """
@@ -29,8 +32,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from jobs.common.config import KappaConfig, load_config
+from jobs.common.kafka.arrow import arrow_schema, to_record_batch
 
 PARTITIONS = 3
+PER_TRIGGER = 50_000
 WARMUP_RECORDS = 10_000
 
 
@@ -47,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if stack is not None:
                 stack.up(progress=lambda message: None)
-            result = run(cfg, args.records, args.record_bytes, args.repeats)
+            result = run(cfg, args, Path(folder))
         finally:
             if stack is not None:
                 stack.down(progress=lambda message: None)
@@ -55,11 +60,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run(cfg: KappaConfig, records: int, record_bytes: int, repeats: int) -> dict[str, Any]:
+def run(cfg: KappaConfig, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     """Measure raw consume vs the Spark source and raw produce vs the Spark sink, interleaved."""
     from jobs.common.kafka.adapter import read_kafka, write_kafka
     from jobs.common.spark import build_spark
 
+    records, record_bytes, repeats = args.records, args.record_bytes, args.repeats
     props = cfg.kafka.client_config()
     topic = _topic(props)
     value = (b"x" * record_bytes)[: max(1, record_bytes - 8)]
@@ -72,35 +78,87 @@ def run(cfg: KappaConfig, records: int, record_bytes: int, repeats: int) -> dict
     write_kafka(rows.limit(WARMUP_RECORDS), cfg, topic=_topic(props))
     warmup_s = time.monotonic() - began
 
-    times: dict[str, list[float]] = {"raw_consume": [], "source": [], "raw_produce": [], "sink": []}
-    for _ in range(repeats):
-        times["raw_consume"].append(_raw_consume(props, topic, records))
-        times["source"].append(_timed(lambda: source_df.write.format("noop").mode("overwrite")
-                                      .save()))
-        produce_topic, sink_topic = _topic(props), _topic(props)
-        times["raw_produce"].append(_raw_produce(props, produce_topic, records, value))
-        times["sink"].append(_timed(lambda t=sink_topic: write_kafka(rows, cfg, topic=t)))
+    context = {"props": props, "topic": topic, "records": records, "value": value, "cfg": cfg,
+               "rows": rows, "source_df": source_df,
+               "streams": _Streams(spark, cfg, topic, args.per_trigger, folder)}
+    times: dict[str, list[float]] = {name: [] for name in ROUNDS if name not in args.skip}
+    failures: list[str] = []
+    for round_no in range(repeats):
+        for name, seconds in times.items():
+            try:
+                seconds.append(ROUNDS[name](context))
+            except Exception as exc:  # a failed run is reported, the other measurements go on
+                failures.append(f"round {round_no + 1} {name}: {str(exc).splitlines()[0][:300]}")
+            print(f"round={round_no + 1} {name} seconds={seconds[-1:]}", file=sys.stderr, flush=True)
     spark.stop()
-    rate = {name: records / median(values) for name, values in times.items()}
+    rate = {name: records / median(values) for name, values in times.items() if values}
     return {
         "benchmark": "kafka_source", "records": records, "record_bytes": record_bytes,
-        "partitions": PARTITIONS, "spark_master": cfg.spark.master,
+        "partitions": PARTITIONS, "spark_master": cfg.spark.master, "per_trigger": args.per_trigger,
         "broker": "embedded noida-db" if cfg.kafka.embedded else cfg.kafka.bootstrap_servers,
-        "raw_consume_rows_per_s": round(rate["raw_consume"]),
-        "source_rows_per_s": round(rate["source"]),
-        "source_vs_raw_consume": round(rate["source"] / rate["raw_consume"], 2),
-        "raw_produce_rows_per_s": round(rate["raw_produce"]),
-        "sink_rows_per_s": round(rate["sink"]),
-        "sink_vs_raw_produce": round(rate["sink"] / rate["raw_produce"], 2),
+        "rows_per_s": {name: round(value) for name, value in rate.items()},
+        "vs_raw_consume_arrow": {name: round(rate[name] / rate["raw_consume_arrow"], 2)
+                                 for name in ("source", "stream", "stream_no_pool")
+                                 if name in rate and "raw_consume_arrow" in rate},
+        "sink_vs_raw_produce": (round(rate["sink"] / rate["raw_produce"], 2)
+                                if "sink" in rate and "raw_produce" in rate else None),
         "seconds": {name: _rounded(values) for name, values in times.items()}
         | {"first_raw_produce": round(first_produce_s, 2),
            "first_source_cold_jvm": round(first_source_s, 2),
            "spark_start_and_warmup": round(warmup_s, 2)},
-        "method": "rates are medians of the runs under seconds; each round measures raw consume "
-                  "then the source on the same topic, raw produce then the sink on fresh topics; "
-                  "all after one untimed full source read (JVM warm-up)",
+        "stream_trigger_ms": context["streams"].trigger_ms,
+        "failures": failures,
+        "method": "rates are medians of the runs under seconds; each round measures, in order, "
+                  "raw consume + Arrow, the batch source, the stream with and without the consumer "
+                  "pool (each from a fresh checkpoint) on the same topic, then raw produce and the "
+                  "sink on fresh topics; all after one untimed full source read (JVM warm-up)",
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
     }
+
+
+class _Streams:
+    """availableNow streaming reads of the topic to a noop sink, each from a fresh checkpoint."""
+
+    def __init__(self, spark, cfg: KappaConfig, topic: str, per_trigger: int, folder: Path) -> None:
+        self.spark, self.cfg, self.topic, self.per_trigger = spark, cfg, topic, per_trigger
+        self.folder = folder
+        self.trigger_ms: dict[str, dict[str, float]] = {}
+
+    def run(self, name: str, options: dict[str, Any]) -> float:
+        from jobs.common.kafka.adapter import read_kafka
+
+        df = read_kafka(self.spark, self.cfg, topics=self.topic, stream=True,
+                        options={"maxOffsetsPerTrigger": self.per_trigger, **options})
+        checkpoint = str(self.folder / f"ckpt-{uuid.uuid4().hex[:8]}")
+        began = time.monotonic()
+        query = (df.writeStream.format("noop").trigger(availableNow=True)
+                 .option("checkpointLocation", checkpoint).start())
+        query.awaitTermination()
+        elapsed = time.monotonic() - began
+        progress = [p for p in query.recentProgress if p["numInputRows"]]
+        durations = [p["durationMs"] for p in progress]
+        self.trigger_ms[name] = {key: round(median(d.get(key, 0) for d in durations), 1)
+                                 for key in ("latestOffset", "queryPlanning", "walCommit",
+                                             "addBatch", "commitOffsets", "triggerExecution")}
+        self.trigger_ms[name]["triggers"] = len(progress)
+        return elapsed
+
+
+ROUNDS: dict[str, Callable[[dict[str, Any]], float]] = {
+    "raw_consume_arrow": lambda v: _raw_consume_arrow(v["props"], v["topic"], v["records"]),
+    "source": lambda v: _timed(lambda: v["source_df"].write.format("noop").mode("overwrite").save()),
+    "stream": lambda v: v["streams"].run("stream", {}),
+    "stream_no_pool": lambda v: v["streams"].run("stream_no_pool", {"consumerCache.capacity": 0}),
+    "raw_produce": lambda v: _raw_produce(v["props"], _topic(v["props"]), v["records"], v["value"]),
+    "sink": lambda v: _timed(lambda: write_sink(v)),
+}
+
+
+def write_sink(v: dict[str, Any]) -> None:
+    """The sink round: ``write_kafka`` of the cached rows to a fresh topic."""
+    from jobs.common.kafka.adapter import write_kafka
+
+    write_kafka(v["rows"], v["cfg"], topic=_topic(v["props"]))
 
 
 def _sink_rows(spark, records: int, value: bytes):
@@ -144,18 +202,25 @@ def _raw_produce(props: dict[str, str], topic: str, records: int, value: bytes) 
     return time.monotonic() - began
 
 
-def _raw_consume(props: dict[str, str], topic: str, records: int) -> float:
-    """One consumer on all partitions; it reads each value's length, as any real consumer would."""
+def _raw_consume_arrow(props: dict[str, str], topic: str, records: int) -> float:
+    """One consumer on all partitions building the source's Arrow batches (equal work).
+
+    Each ``consume()`` result is split by partition and turned into record batches with the
+    source's own ``to_record_batch``, so the baseline pays for the same columns as Spark's tasks.
+    """
     consumer = Consumer({**props, "group.id": f"bench-{uuid.uuid4().hex}", "enable.auto.commit": False,
                          "receive.message.max.bytes": 1_000_000_000,
                          "fetch.max.bytes": 100 * 1024 * 1024})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    count, size, began = 0, 0, time.monotonic()
+    schema = arrow_schema(include_headers=False)
+    count, began = 0, time.monotonic()
     while count < records:
+        by_partition: dict[int, list[Any]] = {}
         for message in consumer.consume(20_000, timeout=1.0):
             if message.error() is None:
-                count += 1
-                size += len(message.value())
+                by_partition.setdefault(message.partition(), []).append(message)
+        for partition, messages in by_partition.items():
+            count += to_record_batch(messages, topic, partition, schema).num_rows
     elapsed = time.monotonic() - began
     consumer.close()
     return elapsed
@@ -188,6 +253,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--record-bytes", type=int, default=250)
     parser.add_argument("--repeats", type=int, default=3, help="timed source / raw consume runs")
+    parser.add_argument("--per-trigger", type=int, default=PER_TRIGGER,
+                        help="maxOffsetsPerTrigger of the streaming reads")
+    parser.add_argument("--skip", action="append", default=[], choices=sorted(ROUNDS),
+                        help="leave out a measurement (repeatable)")
     parser.add_argument("--bootstrap", help="an existing Kafka (default: start an embedded broker)")
     return parser.parse_args(argv)
 

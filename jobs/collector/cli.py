@@ -51,11 +51,15 @@ def collect(
         "--topic", help="Topic for accepted records (default collector.topic).")] = None,
     dlq_topic: Annotated[str | None, typer.Option(
         "--dlq-topic", help="Dead-letter topic (default rsvps.dlq).")] = None,
+    drain_timeout: Annotated[float | None, typer.Option(
+        "--drain-timeout", help="Seconds without a broker ack before a finished pull gives up and "
+        "exits 1 (records stay in the log); also the drain on SIGTERM (default "
+        "collector.drain_timeout_s).")] = None,
 ) -> None:
     """Collect RSVP events into Kafka without losing any (log first, produce, delete on ack)."""
     if ctx.invoked_subcommand is not None:
         return
-    from jobs.collector.run import run_collector
+    from jobs.collector.run import bind_http, run_collector
     from jobs.collector.service import Collector, Settings
 
     sources = [name for name, given in (("--file", file), ("--stdin", stdin), ("--url", url)) if given]
@@ -66,27 +70,20 @@ def collect(
                           "(see `kappa collect --help`)")
     if port is not None and not 0 <= port <= 65535:
         raise ConfigError(f"--port must be between 0 and 65535, got {port}")
+    if drain_timeout is not None and drain_timeout <= 0:
+        raise ConfigError(f"--drain-timeout must be a positive number of seconds, got {drain_timeout:g}")
     source = _source(file, stdin, url)
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
         logging.getLogger("jobs.collector.librdkafka").setLevel(logging.CRITICAL)  # -vv shows them
     cfg = load_config()
-    settings = Settings.from_config(cfg, topic=topic, dlq_topic=dlq_topic, port=port)
-    if http:
-        _check_port(settings.host, settings.port)
+    settings = Settings.from_config(cfg, topic=topic, dlq_topic=dlq_topic, port=port,
+                                    drain_timeout_s=drain_timeout)
+    listener = bind_http(settings.host, settings.port) if http else None
     collector = Collector(settings, cfg.kafka.client_config())
-    run_collector(collector, http, source, progress)
+    from jobs.common.processes import register_process
 
-
-def _check_port(host: str, port: int) -> None:
-    import socket
-
-    with socket.socket() as probe:
-        try:
-            probe.bind((host, port))
-        except OSError as exc:
-            raise KappaError(f"cannot serve HTTP on {host}:{port} ({exc.strerror}); another process "
-                             "(a running collector?) uses it: see `kappa collect status`, or pick "
-                             "another --port") from None
+    with register_process(cfg, "collector"):  # `kappa stack down` stops it before the broker
+        run_collector(collector, http, source, progress, listener=listener)
 
 
 def _source(file: Path | None, stdin: bool, url: str | None):

@@ -1,17 +1,24 @@
 """Collector metrics: one snapshot type, Prometheus text out, and the same text parsed back.
 
 Counters are the log's running totals (they survive restarts); gauges describe now; rates
-are records per second over the last ``RATE_WINDOW_S`` seconds of this process.
+are records per second over the last ``RATE_WINDOW_S`` seconds of this process. The text is
+written and read by ``prometheus-client``, the platform's one convention for ``/metrics``: a
+custom collector turns a :class:`Snapshot` into metric families at scrape time, since the
+values live in the log and the writer, not in client-side counters.
 """
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import CollectorRegistry
 
 PREFIX = "kappa_collector_"
 RATE_WINDOW_S = 10.0
@@ -34,7 +41,7 @@ _GAUGES = {
     "broker_up": "1 while the producer reaches a broker, else 0.",
     "oldest_pending_age_seconds": "Age of the oldest record in the log.",
 }
-_LINE = re.compile(r'^([a-z_]+)(?:\{([a-z_]+)="([^"]*)"\})?\s+(\S+)$')
+CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
 @dataclass
@@ -79,46 +86,62 @@ class RateMeter:
         return {name: round((last[name] - first[name]) / elapsed, 1) for name in RATED}
 
 
+class SnapshotCollector:
+    """A prometheus-client collector that reports a fresh :class:`Snapshot` at every scrape."""
+
+    def __init__(self, source: Callable[[], Snapshot]) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[Metric]:
+        """The metric families of one snapshot."""
+        snapshot = self._source()
+        for name, help_text in _COUNTERS.items():
+            yield CounterMetricFamily(f"{PREFIX}{name}", help_text, value=snapshot.totals.get(name, 0))
+        by_reason = CounterMetricFamily(f"{PREFIX}rejected_by_reason", "Rejected records by reason code.",
+                                        labels=["reason"])
+        for reason, count in sorted(snapshot.rejected_by_reason.items()):
+            by_reason.add_metric([reason], count)
+        yield by_reason
+        for name, help_text in _GAUGES.items():
+            yield GaugeMetricFamily(f"{PREFIX}{name}", help_text, value=snapshot.gauges.get(name, 0))
+        rate = GaugeMetricFamily(f"{PREFIX}rate", f"Records per second over the last {RATE_WINDOW_S:g} s.",
+                                 labels=["kind"])
+        for kind, value in sorted(snapshot.rates.items()):
+            rate.add_metric([kind], value)
+        yield rate
+
+
+def registry(source: Callable[[], Snapshot]) -> CollectorRegistry:
+    """A registry holding only the collector's metrics (not the process defaults)."""
+    holder = CollectorRegistry(auto_describe=False)
+    holder.register(SnapshotCollector(source))
+    return holder
+
+
 def render(snapshot: Snapshot) -> str:
-    """Prometheus text exposition format (version 0.0.4)."""
-    lines: list[str] = []
-    for name, help_text in _COUNTERS.items():
-        lines += [f"# HELP {PREFIX}{name}_total {help_text}", f"# TYPE {PREFIX}{name}_total counter",
-                  f"{PREFIX}{name}_total {snapshot.totals.get(name, 0)}"]
-    lines += [f"# HELP {PREFIX}rejected_by_reason_total Rejected records by reason code.",
-              f"# TYPE {PREFIX}rejected_by_reason_total counter"]
-    lines += [f'{PREFIX}rejected_by_reason_total{{reason="{reason}"}} {count}'
-              for reason, count in sorted(snapshot.rejected_by_reason.items())]
-    for name, help_text in _GAUGES.items():
-        value = snapshot.gauges.get(name, 0)
-        lines += [f"# HELP {PREFIX}{name} {help_text}", f"# TYPE {PREFIX}{name} gauge",
-                  f"{PREFIX}{name} {_number(value)}"]
-    lines += [f"# HELP {PREFIX}rate Records per second over the last {RATE_WINDOW_S:g} s.",
-              f"# TYPE {PREFIX}rate gauge"]
-    lines += [f'{PREFIX}rate{{kind="{kind}"}} {rate}' for kind, rate in sorted(snapshot.rates.items())]
-    return "\n".join(lines) + "\n"
+    """Prometheus text exposition format, as prometheus-client writes it."""
+    return generate_latest(registry(lambda: snapshot)).decode()
 
 
 def parse(text: str) -> Snapshot:
-    """Read back what :func:`render` wrote (``kappa collect status``)."""
+    """Read back what :func:`render` wrote (``kappa collect status``), with prometheus-client's parser."""
     totals: dict[str, int] = {}
     reasons: dict[str, int] = {}
     gauges: dict[str, float] = {}
     rates: dict[str, float] = {}
-    for line in text.splitlines():
-        match = _LINE.match(line.strip())
-        if not match or not match.group(1).startswith(PREFIX):
+    for family in text_string_to_metric_families(text):
+        if not family.name.startswith(PREFIX):
             continue
-        name, label, label_value, raw = match.groups()
-        name = name[len(PREFIX):]
-        if name == "rejected_by_reason_total" and label_value is not None:
-            reasons[label_value] = int(float(raw))
-        elif name == "rate" and label_value is not None:
-            rates[label_value] = float(raw)
-        elif name.endswith("_total") and label is None:
-            totals[name[: -len("_total")]] = int(float(raw))
-        elif label is None:
-            gauges[name] = float(raw)
+        name = family.name[len(PREFIX):]
+        for sample in family.samples:
+            if name == "rejected_by_reason" and "reason" in sample.labels:
+                reasons[sample.labels["reason"]] = int(sample.value)
+            elif name == "rate" and "kind" in sample.labels:
+                rates[sample.labels["kind"]] = sample.value
+            elif family.type == "counter" and sample.name.endswith("_total") and not sample.labels:
+                totals[name] = int(sample.value)
+            elif family.type == "gauge" and not sample.labels:
+                gauges[name] = sample.value
     return Snapshot(totals, reasons, gauges, rates)
 
 
@@ -132,7 +155,3 @@ def from_log(counters: Mapping[str, int], pending: Mapping[str, int], buffer_lim
               "failed_store": pending.get("failed", 0), "buffer_limit": buffer_limit,
               "oldest_pending_age_seconds": round(oldest_age_s, 1)}
     return Snapshot(totals, reasons, gauges)
-
-
-def _number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else f"{value:.3f}"

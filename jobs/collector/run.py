@@ -1,26 +1,60 @@
 """Run a collector process: HTTP server and/or one stream pull, progress, clean shutdown.
 
 SIGTERM or SIGINT stops intake (the HTTP server stops accepting, the pull stops reading),
-then the pump drains the log to the broker for up to ``DRAIN_TIMEOUT_S`` seconds, the producer
+then the pump drains the log to the broker for up to ``drain_timeout_s`` seconds, the producer
 is flushed and the log is checkpointed and closed. Whatever is still pending stays in the log
-and is produced first on the next start.
+and is produced first on the next start. A file or stdin pull that reached its end waits for
+the log to drain, and gives up (:class:`DrainTimeoutError`, exit 1) once the broker has
+acknowledged nothing for ``drain_timeout_s`` seconds.
+
+The HTTP socket is bound here, before anything else starts, with ``SO_REUSEADDR`` (a restarted
+collector must not wait for the previous one's TIME-WAIT connections); port 0 takes any free port,
+and the port bound is the one printed.
 """
 
 from __future__ import annotations
 
 import logging
 import signal
+import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from jobs.collector.pull import PullCounts, pull
-from jobs.collector.service import DRAIN_TIMEOUT_S, Collector
+from jobs.collector.service import Collector
+from jobs.common.errors import KappaError
 
 logger = logging.getLogger(__name__)
 
 PROGRESS_S = 5.0
 PULL_JOIN_S = 30.0
+LISTEN_BACKLOG = 2048
+
+
+class DrainTimeoutError(KappaError):
+    """A pull ended but the broker acknowledged nothing for the drain timeout."""
+
+
+class PortInUseError(KappaError):
+    """The HTTP port is taken by another process."""
+
+
+def bind_http(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port (0 = any free port) with SO_REUSEADDR."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(LISTEN_BACKLOG)
+    except OSError as exc:
+        sock.close()
+        raise PortInUseError(f"cannot serve HTTP on {host}:{port} ({exc.strerror}); another process "
+                             "(a running collector?) uses it: see `kappa collect status`, or pick "
+                             "another --port (0 = any free port)") from None
+    sock.set_inheritable(True)
+    return sock
 
 Progress = Callable[[str], None]
 
@@ -35,8 +69,15 @@ class Source:
 
 
 def run_collector(collector: Collector, serve_http: bool, source: Source | None,
-                  progress: Progress) -> PullCounts:
-    """Run until the pull source ends (and the log is drained) or a stop signal arrives."""
+                  progress: Progress, listener: socket.socket | None = None) -> PullCounts:
+    """Run until the pull source ends (and the log is drained) or a stop signal arrives.
+
+    Raises:
+        DrainTimeoutError: the source ended, and the log did not drain (broker down or stalled).
+    """
+    settings = collector.settings
+    if serve_http and listener is None:
+        listener = bind_http(settings.host, settings.port)
     stop = source.stop if source is not None else threading.Event()
     counts = PullCounts()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
@@ -44,43 +85,65 @@ def run_collector(collector: Collector, serve_http: bool, source: Source | None,
                                 daemon=True, name="collector-progress")
     collector.start()
     reporter.start()
+    drained = True
     try:
-        if serve_http:
-            _serve(collector, source, counts, stop, progress)
+        if listener is not None:
+            _serve(collector, listener, source, counts=counts, stop=stop, progress=progress)
         elif source is not None:
             pull(collector, source.chunks, source.name, stop, counts)
             if not stop.is_set():
                 progress(f"{source.name} ended after {counts.read} lines; draining "
                          f"{collector.pending} pending record(s) to the broker")
-                while not stop.is_set() and not collector.wait_drained(0.5):
-                    continue
+                drained = _drain(collector, stop, settings.drain_timeout_s)
     finally:
         stop.set()
-        collector.stop(DRAIN_TIMEOUT_S)
+        collector.stop(settings.drain_timeout_s)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if listener is not None:
+            listener.close()
     progress(_summary(collector, counts))
+    if not drained and collector.pending:
+        raise DrainTimeoutError(
+            f"the broker acknowledged nothing for {settings.drain_timeout_s:g}s; {collector.pending} "
+            "record(s) stay in the log and are produced when the collector next starts (check "
+            "`kappa stack status`, then run `kappa collect` again)")
     return counts
 
 
-def _serve(collector: Collector, source: Source | None, counts: PullCounts, stop: threading.Event,
-           progress: Progress) -> None:
+def _drain(collector: Collector, stop: threading.Event, stall_timeout_s: float) -> bool:
+    """Wait until the log is empty; False once nothing drained for ``stall_timeout_s``."""
+    last_pending, last_progress = collector.pending, time.monotonic()
+    while not stop.is_set() and not collector.wait_drained(0.5):
+        pending = collector.pending
+        if pending < last_pending:
+            last_pending, last_progress = pending, time.monotonic()
+        elif time.monotonic() - last_progress >= stall_timeout_s:
+            return False
+    return True
+
+
+def _serve(collector: Collector, listener: socket.socket, source: Source | None, *, counts: PullCounts,
+           stop: threading.Event, progress: Progress) -> None:
     import uvicorn
 
+    from jobs.collector.guard import guarded_protocol
     from jobs.collector.http import build_app
 
     settings = collector.settings
     server = uvicorn.Server(uvicorn.Config(
-        build_app(collector), host=settings.host, port=settings.port, log_level="warning",
-        access_log=False, lifespan="off", timeout_graceful_shutdown=10))
+        build_app(collector), log_level="warning", access_log=False, lifespan="off",
+        timeout_graceful_shutdown=10, http=guarded_protocol(settings.http), backlog=LISTEN_BACKLOG))
     puller = threading.Thread(target=pull, args=(collector, source.chunks, source.name, stop, counts),
                               daemon=True, name="collector-pull") if source is not None else None
     if puller is not None:
         puller.start()
     threading.Thread(target=_stop_server_on, args=(stop, server), daemon=True).start()
-    progress(f"collector listening on http://{settings.host}:{settings.port}/rsvps "
-             f"(topic {settings.topic}, log {settings.log_path})")
-    server.run()
+    host, port = listener.getsockname()[:2]
+    auth = f"bearer token from {settings.http.token_env}" if settings.http.token else "no auth"
+    progress(f"collector listening on http://{host}:{port}/rsvps "
+             f"(topic {settings.topic}, log {settings.log_path}, {auth})")
+    server.run(sockets=[listener])
     stop.set()
     if puller is not None:
         puller.join(PULL_JOIN_S)  # let the pull log what it has already read

@@ -14,7 +14,7 @@ import os
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from jobs.collector import metrics
@@ -38,6 +38,18 @@ class CollectorBusyError(KappaError):
 
 
 @dataclass(frozen=True)
+class HttpLimits:
+    """What protects the HTTP endpoint: body cap, connection limit, timeouts, optional token."""
+
+    max_body_bytes: int = 16 * 1024 * 1024
+    max_connections: int = 256
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 60.0
+    token: str | None = field(default=None, repr=False)
+    token_env: str = "KAPPA_COLLECTOR_TOKEN"
+
+
+@dataclass(frozen=True)
 class Settings:
     """What one collector process needs (from config, with CLI overrides)."""
 
@@ -49,17 +61,24 @@ class Settings:
     max_retries: int
     host: str
     port: int
+    drain_timeout_s: float = DRAIN_TIMEOUT_S
+    http: HttpLimits = field(default_factory=HttpLimits)
 
     @classmethod
     def from_config(cls, cfg: KappaConfig, topic: str | None = None, dlq_topic: str | None = None,
-                    port: int | None = None) -> Settings:
+                    port: int | None = None, drain_timeout_s: float | None = None) -> Settings:
         """Settings from ``cfg.collector``, with CLI overrides."""
         section = cfg.collector
+        limits = HttpLimits(max_body_bytes=section.max_body_bytes, max_connections=section.max_connections,
+                            header_timeout_s=section.header_timeout_s, body_timeout_s=section.body_timeout_s,
+                            token=os.environ.get(section.auth_token_env) or None,
+                            token_env=section.auth_token_env)
         return cls(topic=topic or section.topic,
                    dlq_topic=dlq_topic or section.dlq_topic,
                    log_path=Path(section.log_path), buffer_limit=section.buffer_limit,
                    max_record_bytes=section.max_record_bytes, max_retries=section.max_retries,
-                   host=section.host, port=section.port if port is None else port)
+                   host=section.host, port=section.port if port is None else port,
+                   drain_timeout_s=drain_timeout_s or section.drain_timeout_s, http=limits)
 
 
 @dataclass(frozen=True)
@@ -179,11 +198,16 @@ class Collector:
         return not self.pending
 
     def _reject_entry(self, raw: bytes, reason: str, source: str) -> Entry:
-        headers = [("kappa.reason", reason.encode()), ("kappa.source", source.encode())]
-        if len(raw) > DLQ_MAX_BYTES:
-            headers.append(("kappa.original_bytes", str(len(raw)).encode()))
-            raw = raw[:DLQ_MAX_BYTES]
-        return Entry(REJECT, self.settings.dlq_topic, None, raw, tuple(headers))
+        return reject_entry(self.settings.dlq_topic, raw, reason, source)
+
+
+def reject_entry(dlq_topic: str, raw: bytes, reason: str, source: str) -> Entry:
+    """The dead-letter entry of a rejected record: its bytes (cut to ``DLQ_MAX_BYTES``) and headers."""
+    headers = [("kappa.reason", reason.encode()), ("kappa.source", source.encode())]
+    if len(raw) > DLQ_MAX_BYTES:
+        headers.append(("kappa.original_bytes", str(len(raw)).encode()))
+        raw = raw[:DLQ_MAX_BYTES]
+    return Entry(REJECT, dlq_topic, None, raw, tuple(headers))
 
 
 def _lock(log_path: Path):

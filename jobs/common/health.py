@@ -35,4 +35,29 @@ def redis_healthy(client_kwargs: dict[str, Any], timeout_s: float = HEALTH_TIMEO
         return f"redis unreachable at {client_kwargs['host']}:{client_kwargs['port']}: {exc}"
     finally:
         client.close()
+    if client_kwargs.get("password"):
+        return _redis_open_without_password(client_kwargs, timeout_s)
     return None
+
+
+def _redis_open_without_password(client_kwargs: dict[str, Any], timeout_s: float) -> str | None:
+    """A password is configured: the server must refuse clients that do not AUTH."""
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    anonymous = redis.Redis(**{**client_kwargs, "password": None}, socket_timeout=timeout_s,
+                            socket_connect_timeout=timeout_s, retry=Retry(NoBackoff(), 0))
+    try:
+        anonymous.ping()
+    except redis.AuthenticationError:
+        return None
+    except redis.ResponseError as exc:  # NOAUTH, or HELLO refused before AUTH (RESP3)
+        if "NOAUTH" in str(exc) or "authenticated" in str(exc):
+            return None
+        return f"redis at {client_kwargs['host']}:{client_kwargs['port']}: {exc}"
+    finally:
+        anonymous.close()
+    return (f"redis at {client_kwargs['host']}:{client_kwargs['port']} answers without a password "
+            "although KAPPA_REDIS_PASSWORD is set: restart the embedded one (`kappa stack down` then "
+            "`up`) or set requirepass on the server")

@@ -1,17 +1,154 @@
-"""Process helpers for the embedded stack: ports, liveness, stopping a process group."""
+"""Process helpers: ports, liveness, stopping a process group, and the platform's own registry.
+
+The registry holds the platform's long-running processes that feed the broker (the collector,
+the streaming job, the data access service), so that ``kappa stack down`` stops them *before*
+the broker: the embedded broker loses writes it acknowledges while it shuts down
+(docs/runbooks/stack.md). A process registers itself for its lifetime::
+
+    from jobs.common.processes import register_process
+
+    with register_process(cfg, "streaming"):
+        run_until_stopped()          # must stop cleanly on SIGTERM (drain, flush, close)
+
+which writes ``<stack.data_dir>/run/<name>.<pid>.pid`` holding its pid and command line and
+removes it on exit. :func:`stop_registered` SIGTERMs every registered process whose command
+line still matches its file (a recycled pid is never signalled), waits up to a grace period,
+then SIGKILLs what is left and removes the files.
+"""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import re
 import signal
 import socket
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from jobs.common.config import KappaConfig
 
 logger = logging.getLogger(__name__)
 
 STOP_GRACE_S = 30.0
+RUN_DIR = "run"
+_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
+
+
+@dataclass(frozen=True)
+class Registered:
+    """One registered process: its name, pid, command line and pidfile."""
+
+    name: str
+    pid: int
+    cmdline: str
+    path: Path
+
+
+def run_dir(cfg: KappaConfig) -> Path:
+    """The folder holding the registry's pidfiles: ``<stack.data_dir>/run``."""
+    return Path(cfg.stack.data_dir) / RUN_DIR
+
+
+@contextmanager
+def register_process(cfg: KappaConfig, name: str) -> Iterator[Path]:
+    """Register the calling process as ``name`` for the duration of the block.
+
+    Args:
+        cfg: the run's config (its ``stack.data_dir`` holds the registry).
+        name: a short lowercase name (``collector``, ``streaming``, ``serve``).
+
+    Yields:
+        The pidfile written (``<stack.data_dir>/run/<name>.<pid>.pid``).
+    """
+    if not _NAME.match(name):
+        raise ValueError(f"process name {name!r} must match {_NAME.pattern}")
+    pid = os.getpid()
+    path = run_dir(cfg) / f"{name}.{pid}.pid"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"name": name, "pid": pid, "cmdline": cmdline(pid)}) + "\n")
+    logger.info("registered process name=%s pid=%d file=%s", name, pid, path)
+    try:
+        yield path
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def registered(cfg: KappaConfig) -> list[Registered]:
+    """Registered processes that still run the command line they registered with.
+
+    Pidfiles of processes that are gone (or whose pid now runs something else) are removed.
+    """
+    found = []
+    for path in sorted(run_dir(cfg).glob("*.pid")):
+        try:
+            entry = json.loads(path.read_text())
+            item = Registered(str(entry["name"]), int(entry["pid"]), str(entry["cmdline"]), path)
+        except (OSError, ValueError, KeyError, TypeError):
+            path.unlink(missing_ok=True)
+            continue
+        if alive(item.pid) and cmdline(item.pid) == item.cmdline:
+            found.append(item)
+        else:
+            path.unlink(missing_ok=True)
+    return found
+
+
+def stop_registered(cfg: KappaConfig, grace_s: float = STOP_GRACE_S,
+                    progress: Callable[[str], None] = logger.info,
+                    names: tuple[str, ...] | None = None) -> list[Registered]:
+    """SIGTERM every registered process, wait up to ``grace_s``, SIGKILL the rest.
+
+    The calling process is never signalled. Returns the processes that were stopped.
+    """
+    targets = [item for item in registered(cfg)
+               if item.pid != os.getpid() and (names is None or item.name in names)]
+    for item in targets:
+        progress(f"{item.name}: stopping pid {item.pid} (SIGTERM; it drains before it exits)")
+        _signal(item.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while any(alive(item.pid) for item in targets) and time.monotonic() < deadline:
+        for item in targets:
+            reap(item.pid)
+        time.sleep(0.1)
+    for item in targets:
+        if alive(item.pid):
+            logger.warning("%s pid %d still runs %.0fs after SIGTERM; sending SIGKILL",
+                           item.name, item.pid, grace_s)
+            _signal(item.pid, signal.SIGKILL)
+            _wait_gone(item.pid, 5.0)
+        item.path.unlink(missing_ok=True)
+        progress(f"{item.name}: stopped pid {item.pid}")
+    return targets
+
+
+def cmdline(pid: int) -> str:
+    """The command line of a process, arguments joined by spaces ('' when unreadable)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return ""
+    return raw.rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace")
+
+
+def _signal(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _wait_gone(pid: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while alive(pid) and time.monotonic() < deadline:
+        reap(pid)
+        time.sleep(0.05)
 
 
 def port_busy(port: int) -> bool:

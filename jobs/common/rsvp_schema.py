@@ -10,6 +10,7 @@ against the whole tree (tests, generator, downstream quality checks).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,7 +72,30 @@ INVALID_JSON = "invalid_json"
 NOT_AN_OBJECT = "not_an_object"
 MISSING_FIELD = "missing_field"
 WRONG_TYPE = "wrong_type"
-REASON_CODES = (OVERSIZE, INVALID_JSON, NOT_AN_OBJECT, MISSING_FIELD, WRONG_TYPE)
+TOO_DEEP = "too_deep"
+NUMBER_TOO_LONG = "number_too_long"
+EMPTY_BATCH = "empty_batch"
+REASON_CODES = (OVERSIZE, INVALID_JSON, NOT_AN_OBJECT, MISSING_FIELD, WRONG_TYPE, TOO_DEEP,
+                NUMBER_TOO_LONG, EMPTY_BATCH)
+
+MAX_NESTING = 32
+"""Deepest nesting of arrays and objects a record may have (an RSVP has 4); checked before parsing."""
+MAX_NUMBER_DIGITS = 100
+"""Longest run of digits in a number (a long has 19); longer ones are refused before parsing."""
+_QUOTED = re.compile(rb'"[^"]*"')
+_LONG_DIGITS = re.compile(rb"[0-9]{%d}" % (MAX_NUMBER_DIGITS + 1))
+_DIGITS_AS_ZERO = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))
+_DIGIT_RUN = b"0" * (MAX_NUMBER_DIGITS + 1)
+LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
+_NOT_STRUCTURE = bytes(set(range(256)) - set(b'"[]{}'))
+_OPENERS = bytes.maketrans(b"{}", b"[]")
+
+# Reason codes of the streaming job's business rules (docs/streaming.md): values outside their
+# domain, absurd event times, and the side-output label of records behind the watermark.
+INVALID_VALUE = "invalid_value"
+BAD_EVENT_TIME = "bad_event_time"
+LATE = "late"
+STREAM_REASON_CODES = (*REASON_CODES, INVALID_VALUE, BAD_EVENT_TIME)
 
 
 @dataclass(frozen=True)
@@ -104,11 +128,50 @@ def check_structure(raw: bytes, max_bytes: int) -> StructureCheck:
     """
     if len(raw) > max_bytes:
         return StructureCheck(None, f"{OVERSIZE}: {len(raw)} bytes > max_record_bytes {max_bytes}")
+    unsafe = parser_limits(raw)
+    if unsafe is not None:
+        return StructureCheck(None, unsafe)
     try:
         record = _decode(raw.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         return StructureCheck(None, f"{INVALID_JSON}: {exc}")
     return check_record(record)
+
+
+def parser_limits(raw: bytes, max_nesting: int = MAX_NESTING) -> str | None:
+    """The reason a document must not reach the JSON parser (too deep, a too long number), or None.
+
+    Byte operations only, so the answer depends neither on Python's recursion limit nor on
+    ``sys.int_max_str_digits``: escaped backslashes and quotes are dropped, so every string is
+    a plain ``"..."``; brackets and digits inside strings do not count.
+    """
+    flat = raw.replace(b"\\\\", b"").replace(b'\\"', b"") if b"\\" in raw else raw
+    if _DIGIT_RUN in flat.translate(_DIGITS_AS_ZERO):
+        digits = _LONG_DIGITS.search(_QUOTED.sub(b'""', flat))
+        if digits is not None:
+            return f"{NUMBER_TOO_LONG}: a number with more than {MAX_NUMBER_DIGITS} digits"
+    if flat.count(b"[") + flat.count(b"{") <= max_nesting:  # cannot nest deeper: most records
+        return None
+    structure = _QUOTED.sub(b"", flat.translate(None, _NOT_STRUCTURE)).translate(_OPENERS)
+    if _nesting_exceeds(structure, max_nesting):
+        return f"{TOO_DEEP}: arrays and objects nested deeper than {max_nesting} levels"
+    return None
+
+
+def _nesting_exceeds(brackets: bytes, limit: int) -> bool:
+    """Whether a sequence of ``[`` and ``]`` nests deeper than ``limit``.
+
+    Each pass removes every innermost ``[]`` pair, which lowers the deepest nesting by exactly
+    one, so ``limit`` passes empty any sequence that is not deeper (unbalanced leftovers are
+    the JSON parser's to report).
+    """
+    if b"[" * (limit + 1) in brackets:
+        return True
+    for _ in range(limit):
+        if b"[]" not in brackets:
+            return False
+        brackets = brackets.replace(b"[]", b"")
+    return b"[]" in brackets
 
 
 def check_record(record: Any) -> StructureCheck:
@@ -124,6 +187,10 @@ def check_record(record: Any) -> StructureCheck:
         name, value = (KEY_FIELD, key) if type(key) is not int else (TIME_FIELD, mtime)
         return StructureCheck(None, f"{WRONG_TYPE}: {name} must be an integer, found "
                                     f"{_json_type(value)} {_short(value)}")
+    for name, value in ((KEY_FIELD, key), (TIME_FIELD, mtime)):
+        if not LONG_MIN <= value <= LONG_MAX:
+            return StructureCheck(None, f"{WRONG_TYPE}: {name} must fit a 64-bit long, found "
+                                        f"{_short(value)}")
     return StructureCheck(str(key).encode(), None)
 
 

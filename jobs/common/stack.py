@@ -2,7 +2,8 @@
 
 ``up`` starts only the services whose config says ``embedded: true``, on 127.0.0.1 and the
 ports from config, records a pidfile per service and waits until each is healthy. ``down``
-stops only processes whose pidfile this module wrote. External services are only checked.
+first stops the platform's registered processes (jobs.common.processes), then only services
+whose pidfile this module wrote. External services are only checked.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from jobs.common.config import KappaConfig
 from jobs.common.errors import StackError
 from jobs.common.health import kafka_healthy, redis_healthy
-from jobs.common.processes import alive, port_busy, stop_group
+from jobs.common.processes import alive, port_busy, stop_group, stop_registered
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +85,12 @@ class EmbeddedStack:
         return self.status()
 
     def down(self, wipe: bool = False, progress: Callable[[str], None] = logger.info) -> None:
-        """Stop what ``up`` started (by pidfile); with ``wipe`` also delete the data folder."""
+        """Stop what ``up`` started (by pidfile); with ``wipe`` also delete the data folder.
+
+        The platform's registered processes (collector, streaming job, service) are stopped
+        first, so nothing is still producing while the broker shuts down.
+        """
+        stop_registered(self.config, self.config.stack.stop_timeout_s, progress)
         for service in self.services:
             pid = self._pid(service)
             if pid is None:
@@ -156,9 +162,25 @@ class EmbeddedStack:
             return [binary, "start", "--only", "kafka", "--host", "127.0.0.1",
                     "--kafka-port", str(service.port), "--data-dir", str(folder)]
         binary = redis_server_binary(self.config.stack.redis_binary)
-        return [binary, "--bind", "127.0.0.1", "--port", str(service.port), "--dir", str(folder),
-                "--save", "", "--appendonly", "yes", "--appendfsync", "everysec",
-                "--protected-mode", "yes", "--daemonize", "no"]
+        return [binary, str(self._redis_conf(folder)), "--bind", "127.0.0.1", "--port",
+                str(service.port), "--dir", str(folder), "--save", "", "--appendonly", "yes",
+                "--appendfsync", "everysec", "--protected-mode", "yes", "--daemonize", "no"]
+
+    def _redis_conf(self, folder: Path) -> Path:
+        """A 0600 config file holding ``requirepass`` when KAPPA_REDIS_PASSWORD is set.
+
+        The password goes in a file, not on the command line, where ``ps`` would show it.
+        """
+        path = folder / "kappa-redis.conf"
+        password = self.config.redis.password
+        text = ""
+        if password is not None:
+            quoted = password.get_secret_value().replace("\\", "\\\\").replace('"', '\\"')
+            text = f'requirepass "{quoted}"\n'
+        path.touch(mode=0o600, exist_ok=True)
+        path.chmod(0o600)
+        path.write_text(text)
+        return path
 
     def _wait_healthy(self, service: _Service, pid: int) -> None:
         deadline = time.monotonic() + self.config.stack.start_timeout_s

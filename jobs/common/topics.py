@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import (
@@ -26,6 +27,9 @@ from jobs.common.config import KafkaConfig, TopicSpec
 from jobs.common.errors import KappaError
 
 logger = logging.getLogger(__name__)
+# librdkafka's own log lines (broker down: one per reconnect attempt) go through Python logging;
+# the CLI shows them with -v only.
+LIBRDKAFKA_LOGGER = logging.getLogger("jobs.common.kafka.librdkafka")
 
 ADMIN_TIMEOUT_S = 15.0
 MANAGED_CONFIGS = ("retention.ms", "cleanup.policy")
@@ -67,7 +71,12 @@ class TopicInfo:
 
 def admin_client(kafka: KafkaConfig) -> AdminClient:
     """An AdminClient for the configured cluster."""
-    return AdminClient(kafka.client_config())
+    return AdminClient(client_props(kafka))
+
+
+def client_props(kafka: KafkaConfig) -> dict[str, Any]:
+    """Client properties with the client's logs routed to :data:`LIBRDKAFKA_LOGGER`."""
+    return {**kafka.client_config(), "logger": LIBRDKAFKA_LOGGER}
 
 
 def apply_topics(
@@ -136,7 +145,7 @@ def list_topics(kafka: KafkaConfig, names: list[str] | None = None) -> list[Topi
     admin = admin_client(kafka)
     metadata = _metadata(admin).topics
     wanted = names if names is not None else sorted(n for n in metadata if not n.startswith("__"))
-    consumer = Consumer({**kafka.client_config(), "group.id": "kappa-topics-list",
+    consumer = Consumer({**client_props(kafka), "group.id": "kappa-topics-list",
                          "enable.auto.commit": "false"})
     try:
         infos = []
@@ -160,6 +169,7 @@ def _metadata(admin: AdminClient):
     try:
         return admin.list_topics(timeout=ADMIN_TIMEOUT_S)
     except KafkaException as exc:
+        admin.poll(0)  # hands librdkafka's queued log lines to LIBRDKAFKA_LOGGER (shown with -v)
         raise KappaError(f"cannot reach Kafka to read topic metadata: {exc.args[0]}; "
                          "is the broker up (`kappa stack status`)?") from None
 

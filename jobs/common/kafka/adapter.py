@@ -150,6 +150,11 @@ def _java_client_props(props: dict[str, str]) -> dict[str, str]:
     user, password = props.pop("sasl.username", None), props.pop("sasl.password", None)
     mechanism = props.get("sasl.mechanism", "PLAIN")
     if user is not None and mechanism in _JAAS:
-        props["sasl.jaas.config"] = (f'{_JAAS[mechanism]} required username="{user}" '
-                                     f'password="{password or ""}";')
+        props["sasl.jaas.config"] = (f'{_JAAS[mechanism]} required username="{_jaas_quote(user)}" '
+                                     f'password="{_jaas_quote(password or "")}";')
     return props
+
+
+def _jaas_quote(value: str) -> str:
+    """Escape a value for a double-quoted JAAS option (Kafka's JaasConfig tokenizer)."""
+    return value.replace("\\", "\\\\").replace('"', '\\"')

@@ -1,7 +1,11 @@
 """Executor side of the source: read one offset range of one topic-partition as Arrow batches.
 
-The consumer is assigned (never subscribed), starts at the range's first offset and stops at its
-end. Offsets missing inside the range are normal on compacted or transactional topics (commit
+Consumers come from the worker's pool (:mod:`jobs.common.kafka.pool`) and go back to it after a
+clean read, so the next micro-batch of the partition continues from what the consumer has already
+fetched instead of fetching the rest of the partition again. A consumer is assigned (never
+subscribed) and positioned at the range's first offset as the lease says (reuse, skip ahead,
+seek, assign); it stops at the range's end and keeps records fetched past it for the next range.
+Offsets missing inside the range are normal on compacted or transactional topics (commit
 markers take offsets); they are data loss only when the start is below the log start offset.
 """
 
@@ -12,7 +16,7 @@ import time
 from collections.abc import Iterator
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from jobs.common.errors import KafkaSourceError
 from jobs.common.kafka import dataloss
@@ -21,56 +25,105 @@ from jobs.common.kafka.client import REQUEST_TIMEOUT_S, consumer_config
 from jobs.common.kafka.dataloss import DataLoss
 from jobs.common.kafka.offsets import OffsetRange
 from jobs.common.kafka.options import SourceOptions
+from jobs.common.kafka.pool import ConsumerPool, Lease, pool_key
 
 logger = logging.getLogger(__name__)
 
 MAX_BATCH_ROWS = 20_000
 POLL_S = 0.2
 WATERMARK_CHECK_S = 1.0
+REAPER_INTERVAL_S = 30.0
 OUT_OF_RANGE = {KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE}
 PERMANENT_LOCAL = {KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC, KafkaError._SSL,
                    KafkaError._AUTHENTICATION, KafkaError._INVALID_ARG}
 
+_POOL: ConsumerPool[Consumer] = ConsumerPool(lambda consumer: consumer.close(),
+                                             reaper_interval_s=REAPER_INTERVAL_S)
+
+
+def consumer_pool() -> ConsumerPool[Consumer]:
+    """This worker process's consumer pool (``stats()`` shows how often consumers were reused)."""
+    return _POOL
+
 
 def read_range(rng: OffsetRange, options: SourceOptions) -> Iterator[pa.RecordBatch]:
     """Yield the records of ``rng`` as Arrow record batches of the source schema."""
-    consumer = Consumer(consumer_config(options.kafka, options.group_id_prefix))
-    reader = _RangeReader(consumer, rng, options)
+    _POOL.configure(capacity=options.consumer_cache_capacity,
+                    idle_timeout_s=options.consumer_cache_timeout_ms / 1000)
+    key = pool_key(options.kafka, options.group_id_prefix, rng.topic, rng.partition)
+    lease = _POOL.acquire(key, lambda: Consumer(consumer_config(options.kafka, options.group_id_prefix)),
+                          rng.start, retry=_task_retry())
+    reader = _RangeReader(lease, rng, options)
+    reusable = False
     try:
         yield from reader.batches(arrow_schema(options.include_headers))
+        reusable = reader.clean
     finally:
-        consumer.close()
+        lease.position, lease.pending = (rng.end, reader.leftover) if reusable else (None, [])
+        _POOL.release(lease, reusable=reusable)
+
+
+def _task_retry() -> bool:
+    """True in a retried task: its consumers may be what failed (the JVM drops them too)."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return context is not None and context.attemptNumber() >= 1
 
 
 class _RangeReader:
-    def __init__(self, consumer: Consumer, rng: OffsetRange, options: SourceOptions) -> None:
-        self.consumer = consumer
+    def __init__(self, lease: Lease[Consumer], rng: OffsetRange, options: SourceOptions) -> None:
+        self.lease = lease
+        self.consumer = lease.consumer
         self.rng = rng
         self.options = options
         self.next = rng.start
         self.rows = 0
+        self.dropped = 0
+        self.clean = True
+        self.leftover: list[Message] = []
 
     def batches(self, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
         rng, began = self.rng, time.monotonic()
-        self._assign()
+        pending = self._position()
         idle_since = time.monotonic()
         while self.next < rng.end:
             wanted = min(MAX_BATCH_ROWS, rng.end - self.next)
-            data = self._data(self.consumer.consume(wanted, timeout=POLL_S))
+            messages = pending or self.consumer.consume(wanted, timeout=POLL_S)
+            pending = []
+            progressed = any(message.error() is None for message in messages)
+            data = self._data(messages)
+            if progressed:
+                idle_since = time.monotonic()
             if data:
                 self.rows += len(data)
-                idle_since = time.monotonic()
                 yield to_record_batch(data, rng.topic, rng.partition, schema)
-            elif self._idle(idle_since):
+            elif not progressed and self._idle(idle_since):
                 break
-        logger.debug("kafka range read topic=%s partition=%d start=%d end=%d rows=%d elapsed_s=%.3f",
-                     rng.topic, rng.partition, rng.start, rng.end, self.rows,
-                     time.monotonic() - began)
+        logger.debug("kafka range read topic=%s partition=%d start=%d end=%d rows=%d placement=%s "
+                     "dropped=%d elapsed_s=%.3f", rng.topic, rng.partition, rng.start, rng.end,
+                     self.rows, self.lease.placement, self.dropped, time.monotonic() - began)
+
+    def _position(self) -> list[Message]:
+        """Put the leased consumer at the range start; return pending records to serve first."""
+        kind = self.lease.placement
+        if kind in ("reuse", "skip"):
+            return self.lease.pending
+        if kind == "seek":
+            try:
+                self.consumer.seek(TopicPartition(self.rng.topic, self.rng.partition, self.next))
+                return []
+            except KafkaException as exc:
+                logger.debug("kafka seek failed, assigning topic=%s partition=%d error=%s",
+                             self.rng.topic, self.rng.partition, exc)
+        self._assign()
+        return []
 
     def _assign(self) -> None:
         self.consumer.assign([TopicPartition(self.rng.topic, self.rng.partition, self.next)])
 
     def _data(self, messages: list[Message]) -> list[Message]:
+        """Records of the range in ``messages``; below ``next``: dropped, at or past the end: kept."""
         data = []
         for message in messages:
             error = message.error()
@@ -84,14 +137,21 @@ class _RangeReader:
                     f"reading {self.rng.topic}-{self.rng.partition} offsets [{self.rng.start}, "
                     f"{self.rng.end}) failed at offset {self.next}: {error.str()}; check topic ACLs "
                     "and the kafka.* security options")
+        if data and _offset(data[0]) < self.next:
+            kept = [m for m in data if _offset(m) >= self.next]
+            self.dropped += len(data) - len(kept)
+            data = kept
         if not data:
             return []
         if _offset(data[0]) > self.next:
             self._check_gap()
         end = self.rng.end
         if _offset(data[-1]) >= end:
+            self.leftover = [m for m in data if _offset(m) >= end]
             data = [m for m in data if _offset(m) < end]
-        self.next = _offset(data[-1]) + 1 if data else end
+            self.next = end
+        else:
+            self.next = _offset(data[-1]) + 1
         return data
 
     def _idle(self, idle_since: float) -> bool:
@@ -122,6 +182,7 @@ class _RangeReader:
         return self.consumer.get_watermark_offsets(tp, timeout=REQUEST_TIMEOUT_S, cached=False)
 
     def _out_of_range(self) -> None:
+        self.clean = False
         low, high = self._watermarks()
         if low > self.next:
             self._lost(DataLoss("deleted", self.rng.topic, self.rng.partition, requested=self.next,
@@ -141,6 +202,7 @@ class _RangeReader:
                                 earliest=low, skipped=min(low, self.rng.end) - self.next))
 
     def _lost(self, loss: DataLoss) -> None:
+        self.clean = False
         dataloss.report([loss], fail=self.options.fail_on_data_loss,
                         ledger_dir=self.options.data_loss_dir)
 

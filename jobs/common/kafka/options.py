@@ -30,6 +30,8 @@ logger = logging.getLogger(__name__)
 
 KAFKA_PREFIX = "kafka."
 DEFAULT_POLL_TIMEOUT_MS = 120_000
+DEFAULT_CONSUMER_CACHE_CAPACITY = 16
+DEFAULT_CONSUMER_CACHE_TIMEOUT_MS = 300_000
 STRATEGIES = ("subscribe", "subscribepattern", "assign")
 SOURCE_OPTIONS = {
     "subscribe", "subscribepattern", "assign", "startingoffsets", "startingtimestamp",
@@ -37,7 +39,8 @@ SOURCE_OPTIONS = {
     "endingtimestamp", "endingoffsetsbytimestamp", "failondataloss", "includeheaders",
     "maxoffsetspertrigger", "minpartitions", "maxrecordsperpartition", "groupidprefix",
     "kafkaconsumer.polltimeoutms", "fetchoffset.numretries", "fetchoffset.retryintervalms",
-    "commitoffsetstogroup", "datalosslogdir", "initialoffsetsfile",
+    "commitoffsetstogroup", "datalosslogdir", "initialoffsetsfile", "consumercache.capacity",
+    "consumercache.timeoutms",
 }
 UNSUPPORTED_SOURCE_OPTIONS = {
     "minoffsetspertrigger": "Spark 4.2 Python sources cannot combine a minimum with "
@@ -83,6 +86,8 @@ class SourceOptions:
     commit_group: str | None = None
     data_loss_dir: str | None = None
     initial_offsets_file: str | None = None
+    consumer_cache_capacity: int = DEFAULT_CONSUMER_CACHE_CAPACITY
+    consumer_cache_timeout_ms: int = DEFAULT_CONSUMER_CACHE_TIMEOUT_MS
 
     def describe(self) -> str:
         """What the source reads, for log lines and error messages."""
@@ -137,6 +142,11 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         commit_group=_non_empty(opts, "commitoffsetstogroup", "commitOffsetsToGroup"),
         data_loss_dir=_non_empty(opts, "datalosslogdir", "dataLossLogDir"),
         initial_offsets_file=_non_empty(opts, "initialoffsetsfile", "initialOffsetsFile"),
+        consumer_cache_capacity=_count(opts, "consumercache.capacity", "consumerCache.capacity",
+                                       DEFAULT_CONSUMER_CACHE_CAPACITY),
+        consumer_cache_timeout_ms=_positive(opts, "consumercache.timeoutms",
+                                            "consumerCache.timeoutMs")
+        or DEFAULT_CONSUMER_CACHE_TIMEOUT_MS,
     )
 
 
@@ -235,6 +245,16 @@ def _positive(opts: Mapping[str, str], key: str, name: str) -> int | None:
     if value <= 0:
         raise KafkaSourceError(f"option '{name}' is {text!r}: expected a positive integer")
     return value
+
+
+def _count(opts: Mapping[str, str], key: str, name: str, default: int) -> int:
+    """A non-negative integer option (0 allowed: e.g. no pooling)."""
+    text = opts.get(key)
+    if text is None:
+        return default
+    if not text.strip().isdigit():
+        raise KafkaSourceError(f"option '{name}' is {text!r}: expected a non-negative integer")
+    return int(text.strip())
 
 
 def _non_empty(opts: Mapping[str, str], key: str, name: str) -> str | None:

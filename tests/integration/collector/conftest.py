@@ -10,18 +10,22 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, free_port
-from tests.integration.collector.support import KAPPA, CollectorProcess, wait_ready
+from tests.conftest import REPO
+from tests.integration.collector.support import KAPPA, CollectorProcess, listening_url, wait_ready
 
 
 @pytest.fixture()
 def start_collector(kappa_env: dict[str, str], tmp_path: Path) -> Iterator[Callable[..., CollectorProcess]]:
-    """Start `kappa collect --http` subprocesses; kill any still running at the end."""
+    """Start `kappa collect --http` subprocesses; kill any still running at the end.
+
+    The collector binds port 0 (any free port) unless told otherwise and the test reads the
+    port it printed, so no other process can take the port between choosing and binding it.
+    """
     started: list[CollectorProcess] = []
 
-    def start(topic: str, dlq_topic: str, *, log_path: Path | None = None, port: int | None = None,
-              env: dict[str, str] | None = None, args: Sequence[str] = ()) -> CollectorProcess:
-        port = port or free_port()
+    def start(topic: str, dlq_topic: str, *, log_path: Path | None = None, port: int = 0,
+              env: dict[str, str] | None = None, args: Sequence[str] = (), ready: bool = True
+              ) -> CollectorProcess:
         log_path = log_path or tmp_path / f"log-{uuid.uuid4().hex[:6]}" / "log.sqlite"
         full_env = {**os.environ, **kappa_env, "KAPPA_COLLECTOR__LOG_PATH": str(log_path),
                     **(env or {})}
@@ -31,9 +35,11 @@ def start_collector(kappa_env: dict[str, str], tmp_path: Path) -> Iterator[Calla
                 [*KAPPA, "collect", "--http", "--port", str(port), "--topic", topic,
                  "--dlq-topic", dlq_topic, *args],
                 env=full_env, cwd=REPO, stdout=sink, stderr=subprocess.STDOUT)
-        collector = CollectorProcess(proc, f"http://127.0.0.1:{port}", log_path, output, full_env)
+        collector = CollectorProcess(proc, "", log_path, output, full_env)
         started.append(collector)
-        wait_ready(collector)
+        collector.url = listening_url(collector)
+        if ready:
+            wait_ready(collector)
         return collector
 
     yield start

@@ -6,13 +6,16 @@ are compared with what a plain confluent-kafka consumer reads back from the brok
 
 from __future__ import annotations
 
+import json
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,6 +68,24 @@ class CollectorProcess:
         return code, self.output.read_text(errors="replace")
 
 
+_LISTENING = re.compile(r"collector listening on (http://[0-9.]+:[0-9]+)/rsvps")
+
+
+def listening_url(collector: CollectorProcess) -> str:
+    """The base URL the collector printed once it had bound its port."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        found = _LISTENING.search(collector.output.read_text(errors="replace"))
+        if found:
+            return found.group(1)
+        if collector.proc.poll() is not None:
+            raise AssertionError(f"collector exited with {collector.proc.returncode}: "
+                                 f"{collector.output.read_text(errors='replace')}")
+        time.sleep(0.05)
+    raise AssertionError(f"collector printed no listening address in {READY_TIMEOUT_S}s: "
+                         f"{collector.output.read_text(errors='replace')}")
+
+
 def wait_ready(collector: CollectorProcess) -> None:
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:
@@ -115,10 +136,45 @@ def read_topic(props: dict[str, str], topic: str, timeout_s: float = 60.0) -> li
 
 
 def wait_for_records(props: dict[str, str], topic: str, count: int, timeout_s: float = 60.0) -> list[Message]:
-    """Read the topic until it holds at least ``count`` records."""
+    """Read the topic until it holds at least ``count`` records; fail when it does not in time."""
     deadline = time.monotonic() + timeout_s
     while True:
         messages = read_topic(props, topic)
-        if len(messages) >= count or time.monotonic() > deadline:
+        if len(messages) >= count:
             return messages
+        assert time.monotonic() < deadline, (
+            f"{topic} holds {len(messages)} records after {timeout_s}s, expected at least {count}")
         time.sleep(0.5)
+
+
+REQUIRED = ("visibility", "response", "guests", "member", "rsvp_id", "mtime", "event", "group")
+MAX_RECORD_BYTES = 65_536
+_INVALID_JSON = re.compile(r"^invalid_json: (.+: line 1 column \d+ \(char \d+\)"
+                           r"|'utf-8' codec can't decode byte 0x[0-9a-f]{2} in position \d+: .+)$")
+
+
+def assert_reason(kind: str, line: bytes, reason: str) -> None:
+    """The DLQ reason of a generated malformed line, written out by kind (code and detail)."""
+    code = kind.removeprefix("malformed:")
+    if code == "invalid_json":
+        assert _INVALID_JSON.match(reason), reason
+        return
+    if code == "oversize":
+        assert reason == f"oversize: {len(line)} bytes > max_record_bytes {MAX_RECORD_BYTES}"
+        return
+    record = json.loads(line)
+    if code == "missing_field":
+        (missing,) = [name for name in REQUIRED if name not in record]
+        assert reason == f"missing_field: {missing}"
+        return
+    assert code == "wrong_type", kind
+    (name,) = [name for name in ("rsvp_id", "mtime") if isinstance(record[name], str)]
+    assert reason == f'wrong_type: {name} must be an integer, found string "{record[name]}"'
+
+
+@contextmanager
+def silent_port() -> Iterator[int]:
+    """A loopback port held bound but not listening: nothing answers there while it is held."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield held.getsockname()[1]

@@ -7,8 +7,7 @@ from collections import Counter
 import pytest
 
 from jobs.collector.generator import RsvpGenerator
-from tests.conftest import free_port
-from tests.integration.collector.support import read_topic
+from tests.integration.collector.support import read_topic, silent_port
 
 
 @pytest.mark.parametrize(("args", "says"), [
@@ -30,9 +29,10 @@ def test_bad_arguments_exit_2_with_one_line(run_kappa, args, says):
 
 
 def test_status_and_failed_list_without_a_collector_say_so(run_kappa, tmp_path):
-    env = {"KAPPA_COLLECTOR__LOG_PATH": str(tmp_path / "none" / "log.sqlite"),
-           "KAPPA_COLLECTOR__PORT": str(free_port())}
-    status = run_kappa("collect", "status", env=env)
+    with silent_port() as port:
+        env = {"KAPPA_COLLECTOR__LOG_PATH": str(tmp_path / "none" / "log.sqlite"),
+               "KAPPA_COLLECTOR__PORT": str(port)}
+        status = run_kappa("collect", "status", env=env)
     assert status.returncode == 1
     assert status.stderr.startswith("error: the collector is not running")
     assert "Traceback" not in status.stderr
@@ -42,7 +42,7 @@ def test_status_and_failed_list_without_a_collector_say_so(run_kappa, tmp_path):
 
 def test_second_collector_on_the_same_log_or_port_is_refused(start_collector, topics, run_kappa, tmp_path):
     first = start_collector(*topics)
-    second = run_kappa("collect", "--http", "--port", str(free_port()), env=first.env)
+    second = run_kappa("collect", "--http", "--port", "0", env=first.env)
     assert second.returncode == 1
     assert f"another collector (pid {first.proc.pid})" in second.stderr
     port = first.url.rsplit(":", 1)[1]

@@ -43,23 +43,37 @@ def test_http_answers_per_record_and_keeps_rejects_with_their_reason(start_colle
     lines = httpx.post(url, content=b"not json\n\n[1]\n", headers=NDJSON)
     assert lines.status_code == 400 and lines.json()["rejected"] == 2
 
-    assert httpx.post(url, content=b"  ").status_code == 400
+    assert httpx.post(url, content=b"  ").status_code == 400  # nothing to keep: answered only
+    empty_array = httpx.post(url, content=b"[]", headers={"content-type": "application/json"})
+    assert empty_array.status_code == 400
+    assert empty_array.json() == {"error": "empty_batch: a JSON array without records", "status": 400}
     batch = httpx.post(url, content=b"\n".join(json.dumps(g).encode() for g in good[2:]), headers=NDJSON)
     assert batch.status_code == 200 and batch.json()["accepted"] == 2
 
     metrics = collector.wait_drained()
-    assert metrics["accepted_total"] == 4 and metrics["rejected_total"] == 7
+    assert metrics["accepted_total"] == 4 and metrics["rejected_total"] == 8
     keys = sorted(m.key for m in read_topic(kafka_props, raw))
     assert keys == sorted(str(g["rsvp_id"]).encode() for g in good)
-    reasons = sorted(m.headers["kappa.reason"].decode().split(":")[0] for m in read_topic(kafka_props, dlq))
-    assert reasons == ["invalid_json", "invalid_json", "missing_field", "not_an_object", "not_an_object",
-                       "oversize", "wrong_type"]
+    dead = read_topic(kafka_props, dlq)
+    assert {m.headers["kappa.source"] for m in dead} == {b"http"}
+    assert sorted(m.headers["kappa.reason"].decode() for m in dead) == sorted([
+        "invalid_json: Expecting property name enclosed in double quotes: line 1 column 15 (char 14)",
+        "missing_field: rsvp_id",
+        f"oversize: {len(huge.request.content)} bytes > max_record_bytes 65536",
+        'wrong_type: mtime must be an integer, found string "yesterday"',
+        "not_an_object: expected a JSON object, found integer",
+        "invalid_json: Expecting value: line 1 column 1 (char 0)",
+        "not_an_object: expected a JSON object, found array",
+        "empty_batch: a JSON array without records",
+    ])
 
 
 def test_metrics_are_prometheus_text_and_health_reports_the_broker(start_collector, topics):
     collector = start_collector(*topics)
     metrics = httpx.get(f"{collector.url}/metrics")
-    assert metrics.status_code == 200 and metrics.headers["content-type"].startswith("text/plain")
+    assert metrics.status_code == 200
+    assert metrics.headers["content-type"] == "text/plain; version=1.0.0; charset=utf-8"  # prometheus-client
+    assert "kappa_collector_accepted_total 0.0" in metrics.text.splitlines()
     text = metrics.text
     for name in ("accepted_total", "acknowledged_total", "rejected_total", "failed_total"):
         assert f"# TYPE kappa_collector_{name} counter" in text

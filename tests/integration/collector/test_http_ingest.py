@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from jobs.collector.generator import FaultMix, RsvpGenerator
-from tests.integration.collector.support import read_topic
+from tests.integration.collector.support import assert_reason, read_topic
 
 BATCH = 1_000
 
@@ -42,10 +42,10 @@ def test_100k_over_http_every_accepted_record_is_in_kafka_once(start_collector, 
     assert metrics["failed_store"] == 0
 
     dead = read_topic(kafka_props, dlq)
-    kind_of = {item.line: item.kind.split(":", 1)[1] for item in malformed}
+    kind_of = {item.line: item.kind for item in malformed}
     assert Counter(m.value for m in dead) == Counter(item.line for item in malformed)
     for message in dead:
-        assert message.headers["kappa.reason"].decode().split(":", 1)[0] == kind_of[message.value]
+        assert_reason(kind_of[message.value], message.value, message.headers["kappa.reason"].decode())
         assert message.headers["kappa.source"] == b"http"
     assert metrics["rejected_total"] == len(malformed) == metrics["dlq_delivered_total"]
     code, output = collector.stop()

@@ -12,8 +12,8 @@ import pytest
 from websockets.sync.server import serve
 
 from jobs.collector.generator import FaultMix, RsvpGenerator
-from tests.conftest import REPO, free_port
-from tests.integration.collector.support import read_topic, wait_for_records
+from tests.conftest import REPO
+from tests.integration.collector.support import assert_reason, read_topic, silent_port, wait_for_records
 
 SAMPLE = REPO / "data" / "sample" / "rsvps.jsonl"
 SAMPLE_FAULTS = FaultMix(late=0.02, out_of_order=0.02, duplicates=0.005, malformed=0.004,
@@ -28,7 +28,9 @@ def _assert_delivered(kafka_props, raw: str, dlq: str, items) -> None:
     assert Counter(m.value for m in in_kafka) == Counter(item.line for item in valid)
     dead = read_topic(kafka_props, dlq)
     assert Counter(m.value for m in dead) == Counter(item.line for item in malformed)
-    assert all(m.headers["kappa.reason"] for m in dead)
+    kind_of = {item.line: item.kind for item in malformed}
+    for message in dead:
+        assert_reason(kind_of[message.value], message.value, message.headers["kappa.reason"].decode())
 
 
 @pytest.mark.slow
@@ -49,7 +51,8 @@ def test_100k_file_pull_delivers_every_valid_line_and_rejects_the_rest(
     assert "log drained" in result.stderr
     _assert_delivered(kafka_props, raw, dlq, items)
 
-    status = run_kappa("collect", "status", "--json", "--url", f"http://127.0.0.1:{free_port()}", env=env)
+    with silent_port() as port:
+        status = run_kappa("collect", "status", "--json", "--url", f"http://127.0.0.1:{port}", env=env)
     assert status.returncode == 0, status.stderr
     report = json.loads(status.stdout)
     assert report["source"].startswith("log file") and "collector not running" in report["source"]
@@ -105,7 +108,7 @@ def chunked_server():
                 return
             state["stop"].wait(30)
 
-    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}/stream", state, connections
@@ -141,7 +144,7 @@ def test_websocket_url_reconnects_after_the_server_closes(start_collector, topic
             return  # returning closes the connection
         stop.wait(30)
 
-    with serve(handler, "127.0.0.1", free_port()) as server:
+    with serve(handler, "127.0.0.1", 0) as server:
         threading.Thread(target=server.serve_forever, daemon=True).start()
         url = f"ws://127.0.0.1:{server.socket.getsockname()[1]}/rsvps"
         collector = start_collector(raw, dlq, args=("--url", url))

@@ -106,3 +106,16 @@ def test_a_write_failure_fails_the_callers_future(tmp_path):
     writer.stop()
     log.db.close()
     assert sqlite3.connect(tmp_path / "log.sqlite").execute("SELECT COUNT(*) FROM outbox").fetchone()[0] == 0
+
+
+def test_dead_letter_values_over_256_kib_are_cut_and_carry_their_original_size():
+    from jobs.collector.service import reject_entry
+
+    big = reject_entry("dlq", b"x" * 300_000, "oversize: 300000 bytes > max_record_bytes 65536", "http")
+    assert big.kind == REJECT and big.topic == "dlq" and big.key is None
+    assert big.value == b"x" * 262_144
+    assert big.headers == (("kappa.reason", b"oversize: 300000 bytes > max_record_bytes 65536"),
+                           ("kappa.source", b"http"), ("kappa.original_bytes", b"300000"))
+    exact = reject_entry("dlq", b"y" * 262_144, "invalid_json: x", "file")
+    assert exact.value == b"y" * 262_144
+    assert exact.headers == (("kappa.reason", b"invalid_json: x"), ("kappa.source", b"file"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from jobs.collector import metrics
 
 
@@ -14,17 +16,27 @@ def _snapshot() -> metrics.Snapshot:
         rates={"accepted": 4.5})
 
 
-def test_render_is_prometheus_text():
+def test_render_is_prometheus_client_text():
     text = metrics.render(_snapshot())
     lines = text.splitlines()
     assert "# TYPE kappa_collector_accepted_total counter" in lines
-    assert "kappa_collector_accepted_total 10" in lines
-    assert "kappa_collector_dlq_delivered_total 0" in lines
-    assert 'kappa_collector_rejected_by_reason_total{reason="oversize"} 1' in lines
-    assert "kappa_collector_pending 3" in lines
-    assert "kappa_collector_oldest_pending_age_seconds 1.250" in lines
+    assert "kappa_collector_accepted_total 10.0" in lines  # prometheus-client writes floats
+    assert "kappa_collector_dlq_delivered_total 0.0" in lines
+    assert 'kappa_collector_rejected_by_reason_total{reason="oversize"} 1.0' in lines
+    assert "kappa_collector_pending 3.0" in lines
+    assert "kappa_collector_oldest_pending_age_seconds 1.25" in lines
     assert 'kappa_collector_rate{kind="accepted"} 4.5' in lines
     assert text.endswith("\n")
+    assert metrics.CONTENT_TYPE == "text/plain; version=1.0.0; charset=utf-8"
+
+
+def test_prometheus_clients_own_parser_reads_the_families():
+    families = {f.name: f for f in text_string_to_metric_families(metrics.render(_snapshot()))}
+    assert families["kappa_collector_accepted"].type == "counter"
+    assert families["kappa_collector_pending"].type == "gauge"
+    reasons = {s.labels["reason"]: s.value for s in families["kappa_collector_rejected_by_reason"].samples}
+    assert reasons == {"invalid_json": 1.0, "oversize": 1.0}
+    assert len(families) == 7 + 1 + 7 + 1  # counters, by reason, gauges, rate
 
 
 def test_parse_reads_back_what_render_wrote():

@@ -85,3 +85,82 @@ def test_spark_struct_type_mirrors_the_schema():
     assert topics.elementType.fieldNames() == ["urlkey", "topic_name"]
     assert struct["rsvp_id"].dataType.typeName() == "long"
     assert struct["event"].dataType["event_id"].dataType.typeName() == "string"
+
+
+# --- issue 18 item 1: parser limits that do not depend on Python's recursion or digit limits ----
+
+TOO_DEEP_32 = "too_deep: arrays and objects nested deeper than 32 levels"
+
+
+@pytest.mark.parametrize(("raw", "reason"), [
+    (b"[" * 5000 + b"]" * 5000, TOO_DEEP_32),
+    (b"[" * 33 + b"]" * 33, TOO_DEEP_32),
+    (b'{"a":' + b'{"b":' * 40 + b"1" + b"}" * 41, TOO_DEEP_32),
+    (b'["]",' * 40 + b"1" + b"]" * 40, TOO_DEEP_32),
+    (b'{"rsvp_id":' + b"9" * 5000 + b"}", "number_too_long: a number with more than 100 digits"),
+    (b'{"x":"\\\\","rsvp_id":' + b"1" * 101 + b"}", "number_too_long: a number with more than 100 digits"),
+])
+def test_documents_the_parser_must_not_see_are_rejected_with_a_reason(raw, reason):
+    check = schema.check_structure(raw, 1 << 20)
+    assert check.reason == reason and check.key is None
+
+
+@pytest.mark.parametrize(("raw", "code"), [
+    (b"[" * 32 + b"]" * 32, "not_an_object"),             # 32 levels: parsed, then judged
+    (b'{"a":"' + b"[" * 100 + b'"}', "missing_field"),    # brackets inside a string do not count
+    (b'{"a":"\\"' + b"[{" * 60 + b'"}', "missing_field"),  # nor after an escaped quote
+    (b'{"a":"' + b"7" * 300 + b'"}', "missing_field"),    # digits inside a string do not count
+    (b'{"a":' + b"1" * 100 + b"}", "missing_field"),      # 100 digits are allowed
+])
+def test_parser_limits_count_only_structure(raw, code):
+    assert schema.check_structure(raw, 1 << 20).code == code
+
+
+def test_parser_limit_reasons_are_dlq_reason_codes():
+    assert {"too_deep", "number_too_long", "empty_batch"} <= set(schema.REASON_CODES)
+
+
+def test_a_deep_document_is_rejected_whatever_the_recursion_limit():
+    import sys
+
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(100)  # the guard must not lean on RecursionError either way
+    try:
+        assert schema.check_structure(b"[" * 200 + b"]" * 200, 1 << 20).code == "too_deep"
+    finally:
+        sys.setrecursionlimit(previous)
+
+
+# --- issue 18 item 16: one case per required field and per type rule, reasons by hand -----------
+
+@pytest.mark.parametrize("name", ["visibility", "response", "guests", "member", "rsvp_id", "mtime",
+                                  "event", "group"])
+def test_each_required_field_missing_or_null_is_named(name):
+    absent = schema.check_structure(_raw({k: v for k, v in VALID.items() if k != name}), 65_536)
+    assert absent.reason == f"missing_field: {name}"
+    null = schema.check_structure(_raw({**VALID, name: None}), 65_536)
+    assert null.reason == f"missing_field: {name}"
+
+
+def test_all_missing_fields_are_listed_in_schema_order():
+    record = {k: v for k, v in VALID.items() if k not in ("group", "visibility", "mtime")}
+    assert schema.check_structure(_raw(record), 65_536).reason == "missing_field: visibility, mtime, group"
+
+
+@pytest.mark.parametrize(("field", "value", "reason"), [
+    ("rsvp_id", "123", 'wrong_type: rsvp_id must be an integer, found string "123"'),
+    ("rsvp_id", True, "wrong_type: rsvp_id must be an integer, found boolean true"),
+    ("rsvp_id", 1.0, "wrong_type: rsvp_id must be an integer, found number 1.0"),
+    ("rsvp_id", [1], "wrong_type: rsvp_id must be an integer, found array [1]"),
+    ("rsvp_id", 2**63, "wrong_type: rsvp_id must fit a 64-bit long, found 9223372036854775808"),
+    ("mtime", "2026-01-01", 'wrong_type: mtime must be an integer, found string "2026-01-01"'),
+    ("mtime", {"ms": 1}, 'wrong_type: mtime must be an integer, found object {"ms": 1}'),
+    ("mtime", -(2**63) - 1, "wrong_type: mtime must fit a 64-bit long, found -9223372036854775809"),
+])
+def test_each_type_rule_names_field_and_value(field, value, reason):
+    assert schema.check_structure(_raw({**VALID, field: value}), 65_536).reason == reason
+
+
+def test_the_64_bit_bounds_themselves_pass():
+    check = schema.check_structure(_raw({**VALID, "rsvp_id": 2**63 - 1, "mtime": -(2**63)}), 65_536)
+    assert check.ok and check.key == b"9223372036854775807"

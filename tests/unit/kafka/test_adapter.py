@@ -43,3 +43,14 @@ def test_config_supplies_bootstrap_and_security_per_backend():
     assert jvm["kafka.sasl.jaas.config"] == (
         'org.apache.kafka.common.security.scram.ScramLoginModule required username="app" '
         'password="s3cret";')
+
+
+def test_jaas_string_escapes_quotes_and_backslashes():
+    """Issue 18 item 9: a quote in a password must not end the JAAS option early."""
+    environ = {"KAPPA_KAFKA__BOOTSTRAP_SERVERS": "broker:9096",
+               "KAPPA_KAFKA__SECURITY_PROTOCOL": "SASL_SSL", "KAPPA_KAFKA__SASL_MECHANISM": "PLAIN",
+               "KAPPA_KAFKA_SASL_USERNAME": 'a"b', "KAPPA_KAFKA_SASL_PASSWORD": 'p\\w";x="y'}
+    jvm = kafka_options(load_config("test", environ=environ), "jvm")
+    assert jvm["kafka.sasl.jaas.config"] == (
+        'org.apache.kafka.common.security.plain.PlainLoginModule required username="a\\"b" '
+        'password="p\\\\w\\";x=\\"y";')

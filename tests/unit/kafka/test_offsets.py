@@ -94,3 +94,8 @@ def test_report_fails_or_records_once_per_requested_offset(tmp_path):
     assert read_ledger(tmp_path) == [DataLoss("deleted", "t", 0, requested=10, earliest=15,
                                               skipped=5)]
     assert skipped_records(tmp_path / "missing") == 0
+
+
+def test_rate_limit_never_goes_past_the_latest_offset():
+    begin, until = {("t", 0): 0, ("t", 1): 10}, {("t", 0): 5, ("t", 1): 12}
+    assert rate_limit(1000, begin, until) == {("t", 0): 5, ("t", 1): 12}

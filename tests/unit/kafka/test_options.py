@@ -122,3 +122,15 @@ def test_admin_clients_keep_connection_and_security_properties_only():
                           "enable.auto.commit": "false", "acks": "all", "isolation.level": "x"})
     assert props == {"bootstrap.servers": "h:1", "security.protocol": "SSL",
                      "enable.ssl.certificate.verification": "false"}
+
+
+def test_consumer_cache_options():
+    defaults = parse()
+    assert (defaults.consumer_cache_capacity, defaults.consumer_cache_timeout_ms) == (16, 300_000)
+    tuned = parse_source_options({**BASE, "consumerCache.capacity": "0",
+                                  "consumerCache.timeoutMs": "5000"}, streaming=True)
+    assert (tuned.consumer_cache_capacity, tuned.consumer_cache_timeout_ms) == (0, 5000)
+    for option, value in (("consumerCache.capacity", "-1"), ("consumerCache.capacity", "x"),
+                          ("consumerCache.timeoutMs", "0")):
+        with pytest.raises(KafkaSourceError, match=option):
+            parse_source_options({**BASE, option: value}, streaming=True)

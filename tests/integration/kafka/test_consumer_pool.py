@@ -1,0 +1,96 @@
+"""Executor consumers are pooled across micro-batches and reads stay exactly once.
+
+The pool lives in each Python worker process; a small Python data source (defined inside the
+test, so Spark ships it by value) runs tasks on the same reused workers and reports each
+worker's ``consumer_pool().stats(topic)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from jobs.common.kafka.adapter import read_kafka
+from tests.integration.kafka.records import expected
+
+STATS_TASKS = 8
+FIELDS = ("created", "reuse", "skip", "seek", "assign", "closed_error")
+
+
+def pool_stats(spark, topic: str) -> dict[str, int]:
+    """The topic's pool counters summed over every worker process the stats tasks reached."""
+
+    class PoolStatsReader(DataSourceReader):
+        def partitions(self) -> list[InputPartition]:
+            return [InputPartition(i) for i in range(STATS_TASKS)]
+
+        def read(self, partition: InputPartition) -> Iterator[tuple]:
+            import os
+
+            from jobs.common.kafka.consumer import consumer_pool
+
+            stats = consumer_pool().stats(self.topic)
+            yield (os.getpid(), *(stats[name] for name in FIELDS))
+
+    class PoolStatsSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "kafka-pool-stats"
+
+        def schema(self) -> str:
+            return "pid int, " + ", ".join(f"{name} int" for name in FIELDS)
+
+        def reader(self, schema) -> DataSourceReader:
+            reader = PoolStatsReader()
+            reader.topic = self.options["topic"]
+            return reader
+
+    spark.dataSource.register(PoolStatsSource)
+    rows = spark.read.format("kafka-pool-stats").option("topic", topic).load().collect()
+    per_worker = {row["pid"]: row for row in rows}
+    return {name: sum(row[name] for row in per_worker.values()) for name in FIELDS}
+
+
+def test_micro_batches_reuse_pooled_consumers_and_read_every_record_once(
+        spark, cfg, topic_factory, produce, checkpoint, run_available_now):
+    topic = topic_factory()
+    records = produce(topic, 240)
+    df = read_kafka(spark, cfg, topics=topic, stream=True, options={"maxOffsetsPerTrigger": 30})
+    run = run_available_now(df, checkpoint)
+    assert run.rows == expected(records)
+    batches = [p for p in run.progress if p["numInputRows"]]
+    assert len(batches) >= 8 and sum(p["numInputRows"] for p in batches) == 240
+    stats = pool_stats(spark, topic)
+    leases = stats["reuse"] + stats["skip"] + stats["seek"] + stats["assign"]
+    assert stats["closed_error"] == 0, stats
+    assert leases <= 3 * len(batches), stats
+    assert stats["reuse"] + stats["skip"] >= len(batches), stats
+    assert stats["assign"] == stats["created"] <= 3 * STATS_TASKS, stats
+
+
+def test_a_pooled_consumer_seeks_back_for_a_replay_of_earlier_offsets(
+        spark, cfg, topic_factory, produce, tmp_path, run_available_now):
+    topic = topic_factory()
+    records = produce(topic, 60)
+    df = read_kafka(spark, cfg, topics=topic, stream=True, options={"maxOffsetsPerTrigger": 20})
+    assert run_available_now(df, str(tmp_path / "first")).rows == expected(records)
+    replay = read_kafka(spark, cfg, topics=topic, stream=True, starting={topic: {0: 5, 1: 0, 2: 12}},
+                        options={"maxOffsetsPerTrigger": 20})
+    starts = {0: 5, 1: 0, 2: 12}
+    assert run_available_now(replay, str(tmp_path / "replay")).rows == expected(
+        [r for r in records if r.offset >= starts[r.partition]])
+    stats = pool_stats(spark, topic)
+    assert stats["seek"] >= 1 and stats["closed_error"] == 0, stats
+
+
+def test_batch_reads_of_overlapping_ranges_in_a_warm_pool(spark, cfg, topic_factory, produce):
+    topic = topic_factory()
+    records = produce(topic, 45)
+    whole = read_kafka(spark, cfg, topics=topic)
+    assert sorted(tuple(r) for r in whole.select("partition", "offset").collect()) == [
+        (r.partition, r.offset) for r in records]
+    part = read_kafka(spark, cfg, topics=topic, starting={topic: {0: 3, 1: 0, 2: 14}},
+                      ending={topic: {0: 9, 1: 2, 2: 15}})
+    assert sorted(tuple(r) for r in part.select("partition", "offset").collect()) == [
+        (0, 3), (0, 4), (0, 5), (0, 6), (0, 7), (0, 8), (1, 0), (1, 1), (2, 14)]
