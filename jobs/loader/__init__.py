@@ -1,1 +1,1 @@
-"""Placeholder package; see README "What runs today"."""
+"""Kafka -> Delta batch loader: exactly-once loads, quality gates, maintenance, BI SQL (docs/tables.md)."""

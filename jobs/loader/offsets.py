@@ -1,0 +1,119 @@
+"""Where a load starts (offsets recorded in the Delta table) and where it ends (``--until``)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from deltalake import DeltaTable
+
+from jobs.common.config import KappaConfig
+from jobs.common.delta import app_version
+from jobs.common.errors import ConfigError
+from jobs.common.kafka.client import OffsetReader
+from jobs.common.kafka.options import parse_source_options
+from jobs.loader.tables import TableSpec
+
+LATEST = "latest"
+
+
+@dataclass(frozen=True)
+class Until:
+    """The end bound of a run: latest, explicit offsets, or a timestamp (ms)."""
+
+    kind: str
+    offsets: dict[str, dict[int, int]] | None = None
+    timestamp_ms: int | None = None
+
+    def describe(self) -> str:
+        """A short text for logs and the audit table."""
+        if self.kind == "offsets":
+            return json.dumps(self.offsets, sort_keys=True)
+        return LATEST if self.kind == LATEST else f"timestamp {self.timestamp_ms}"
+
+
+@dataclass(frozen=True)
+class PartitionRange:
+    """One topic-partition's range of a run: ``[start, end)``."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def records(self) -> int:
+        """Offsets covered (records, on a topic without gaps)."""
+        return max(self.end - self.start, 0)
+
+
+def parse_until(text: str | None) -> Until:
+    """``latest``, ``{"topic": {"0": 42}}`` or a timestamp (ISO 8601 with zone, or ms)."""
+    value = (text or LATEST).strip()
+    if value.lower() == LATEST:
+        return Until(LATEST)
+    if value.startswith("{"):
+        try:
+            data = json.loads(value)
+            offsets = {topic: {int(p): int(o) for p, o in parts.items()} for topic, parts in data.items()}
+        except (ValueError, AttributeError, TypeError) as exc:
+            raise ConfigError(f'--until {value!r} is not offsets JSON like {{"rsvps.raw": {{"0": 100}}}}: '
+                              f"{exc}") from exc
+        return Until("offsets", offsets=offsets)
+    if value.isdigit():
+        return Until("timestamp", timestamp_ms=int(value))
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise ConfigError(f"--until {value!r}: expected latest, offsets JSON, ms since epoch or an "
+                          "ISO timestamp with zone (2026-01-01T00:00:00Z)") from exc
+    if moment.tzinfo is None:
+        raise ConfigError(f"--until {value!r} has no time zone; add Z or +00:00")
+    return Until("timestamp", timestamp_ms=int(moment.timestamp() * 1000))
+
+
+def offset_reader(cfg: KappaConfig, topic: str) -> OffsetReader:
+    """Driver-side offset queries for one topic, with the config's connection settings."""
+    props: dict[str, Any] = {f"kafka.{k}": str(v) for k, v in cfg.kafka.client_config().items()}
+    return OffsetReader(parse_source_options({"subscribe": topic, **props}, streaming=False))
+
+
+def plan(cfg: KappaConfig, spec: TableSpec, topic: str, snapshot: DeltaTable | None, *,
+         until: Until, max_records: int | None = None) -> list[PartitionRange]:
+    """Per partition: start = the offset recorded in the table (or earliest), end = the bound."""
+    reader = offset_reader(cfg, topic)
+    tps = reader.topic_partitions()
+    earliest, latest = reader.earliest(tps), reader.latest(tps)
+    bound = _bound(reader, until, tps, latest)
+    ranges = []
+    for tp in tps:
+        recorded = app_version(snapshot, spec.app_id(*tp))
+        start = earliest[tp] if recorded is None else recorded
+        end = min(bound.get(tp, start), latest[tp])
+        if max_records is not None:
+            end = min(end, start + -(-max_records // len(tps)))  # the cap spread over partitions
+        ranges.append(PartitionRange(tp[0], tp[1], start, max(start, end)))
+    return ranges
+
+
+def _bound(reader: OffsetReader, until: Until, tps: list[tuple[str, int]],
+           latest: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    if until.kind == LATEST:
+        return latest
+    if until.kind == "offsets":
+        given = until.offsets or {}
+        return {tp: given[tp[0]][tp[1]] for tp in tps if tp[1] in given.get(tp[0], {})}
+    from jobs.common.kafka.specs import TIMESTAMP, OffsetSpec
+
+    spec = OffsetSpec(TIMESTAMP, timestamp=until.timestamp_ms, option="--until")
+    return reader.resolve(spec, tps, starting=False)
+
+
+def latest_offsets(cfg: KappaConfig, topic: str) -> dict[tuple[str, int], tuple[int, int]]:
+    """(earliest, latest) per partition of ``topic``."""
+    reader = offset_reader(cfg, topic)
+    tps = reader.topic_partitions()
+    earliest, latest = reader.earliest(tps), reader.latest(tps)
+    return {tp: (earliest[tp], latest[tp]) for tp in tps}

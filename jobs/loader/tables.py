@@ -1,0 +1,102 @@
+"""The loaded tables: source topic, transform, partitioning, write mode (docs/tables.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from jobs.common.config import KappaConfig
+from jobs.common.delta import WriteMode, table_uri
+from jobs.common.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+AUDIT_TABLE = "ops.load_audit"
+QUALITY_TABLE = "ops.quality_results"
+APP_PREFIX = "kappa-loader"
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """How one Delta table is fed from one topic.
+
+    Attributes:
+        name: ``schema.table``.
+        transform: name of the pure transform in :mod:`jobs.loader.transforms`.
+        mode: ``append`` (every record a row) or ``merge`` (upsert on ``keys``).
+        keys: the merge / uniqueness key.
+        partition_by: partition columns.
+        newer: merge condition: when a matched incoming row replaces the stored one.
+        headers: whether the read needs Kafka headers.
+        date_column: the partition date column (maintenance closes old dates).
+    """
+
+    name: str
+    transform: str
+    mode: WriteMode
+    keys: tuple[str, ...]
+    partition_by: tuple[str, ...]
+    newer: str | None = None
+    headers: bool = False
+    date_column: str | None = None
+
+    def rows(self) -> Callable[[DataFrame], DataFrame]:
+        """The pure transform (imports pyspark only when called)."""
+        from jobs.loader import transforms
+
+        return getattr(transforms, self.transform)
+
+    def app_id(self, topic: str, partition: int) -> str:
+        """The Delta app id that records this table's offset of one topic-partition."""
+        return f"{APP_PREFIX}/{self.name}/{topic}/{partition}"
+
+
+SPECS: dict[str, TableSpec] = {
+    spec.name: spec for spec in (
+        TableSpec("bronze.rsvps_raw", "bronze_rows", "append", ("kafka_partition", "kafka_offset"),
+                  ("event_date",), date_column="event_date"),
+        TableSpec("ops.dlq", "dlq_rows", "append", ("kafka_partition", "kafka_offset"),
+                  ("dlq_date",), headers=True, date_column="dlq_date"),
+        TableSpec("silver.rsvps", "silver_rows", "merge", ("rsvp_id",), ("event_date",),
+                  newer="s.event_time_ms > t.event_time_ms OR (s.event_time_ms = t.event_time_ms "
+                        "AND s.source_offset >= t.source_offset)", date_column="event_date"),
+        TableSpec("gold.rsvp_summaries", "gold_rows", "merge", ("key",), ("kind",),
+                  newer="s.emitted_ms >= t.emitted_ms"),
+    )
+}
+
+
+@dataclass(frozen=True)
+class LoadTarget:
+    """A configured table with its topic, policy and location."""
+
+    spec: TableSpec
+    topic: str
+    policy: str
+    uri: str
+
+
+def targets(cfg: KappaConfig, names: list[str] | None = None) -> list[LoadTarget]:
+    """The tables to load (all enabled ones, or ``names``), in config order."""
+    configured = cfg.loader.tables
+    unknown = sorted(set(names or []) - set(configured))
+    if unknown:
+        raise ConfigError(f"unknown table(s) {', '.join(unknown)}; configured: {', '.join(configured)} "
+                          "(loader.tables in conf/)")
+    missing = sorted(set(configured) - set(SPECS))
+    if missing:
+        raise ConfigError(f"loader.tables names {', '.join(missing)} but the loader only knows "
+                          f"{', '.join(SPECS)}")
+    if names:
+        chosen = [name for name in configured if name in names]
+    else:
+        chosen = [name for name, table in configured.items() if table.enabled]
+    return [LoadTarget(SPECS[name], configured[name].topic, configured[name].quality_policy,
+                       table_uri(cfg.lake.root, name)) for name in chosen]
+
+
+def quarantine_name(table: str) -> str:
+    """``quarantine.<schema>_<table>``: where a table's failing rows go."""
+    return "quarantine." + table.replace(".", "_")

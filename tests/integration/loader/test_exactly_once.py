@@ -1,0 +1,117 @@
+"""Exactly once across kill -9 and concurrent `kappa load` runs; 100k records (slow)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+from deltalake import DeltaTable
+
+from jobs.common.delta import table_uri
+from jobs.loader.load import run_load
+from jobs.loader.offsets import parse_until
+from jobs.loader.tables import targets
+from tests.conftest import REPO
+from tests.integration.loader.support import BASE_MS, analyzed, produce, produce_raw
+
+BRONZE = "bronze.rsvps_raw"
+
+
+def _kappa(env: dict[str, str], *args: str, log=subprocess.PIPE) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "jobs.cli", "load", *args],
+                            env={**os.environ, **env}, cwd=REPO, stdout=log,
+                            stderr=subprocess.STDOUT if log is not subprocess.PIPE else log, text=True)
+
+
+def _coverage(cfg, count: int, partitions: int = 3) -> None:
+    """Every offset of every partition exactly once; every rsvp_id exactly once."""
+    rows = DeltaTable(table_uri(cfg.lake.root, BRONZE)).to_pyarrow_table(
+        columns=["rsvp_id", "kafka_partition", "kafka_offset"]).to_pylist()
+    positions = Counter((r["kafka_partition"], r["kafka_offset"]) for r in rows)
+    per_partition = [count // partitions + (1 if p < count % partitions else 0) for p in range(partitions)]
+    assert set(positions) == {(p, o) for p in range(partitions) for o in range(per_partition[p])}
+    assert max(positions.values()) == 1
+    assert sorted(r["rsvp_id"] for r in rows) == list(range(1, count + 1))
+
+
+def _commit_ranges(cfg) -> list[tuple[int, int, int]]:
+    """(partition, start, end) of every loader commit in the table's history."""
+    ranges = []
+    for entry in DeltaTable(table_uri(cfg.lake.root, BRONZE)).history():
+        for partition, (start, end) in json.loads(entry.get("kappa.offsets", "{}")).items():
+            if end > start:
+                ranges.append((int(partition), start, end))
+    return ranges
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_kill_9_during_load_then_rerun_is_exactly_once(lake, spark, kafka_props):
+    env = lake({BRONZE: {}})
+    produce_raw(kafka_props, env.topics[BRONZE], 20_000)
+    proc = _kappa(env.env)
+    try:
+        deadline = time.monotonic() + 240
+        line = ""
+        while "reading" not in line and time.monotonic() < deadline:
+            line = proc.stderr.readline() if proc.stderr else ""
+            assert line or proc.poll() is None, "kappa load exited before it started reading"
+        time.sleep(1.0)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait(30)
+    results = run_load(spark, env.cfg, targets(env.cfg), parse_until("latest"))
+    assert results[0].outcome in ("committed", "noop")
+    _coverage(env.cfg, 20_000)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_two_concurrent_loads_never_commit_the_same_range(lake, kafka_props, tmp_path):
+    env = lake({BRONZE: {}})
+    produce_raw(kafka_props, env.topics[BRONZE], 3_000)
+    logs = [tmp_path / f"load-{index}.log" for index in range(2)]
+    handles = [log.open("w") for log in logs]
+    runs = [_kappa(env.env, "--json", log=handle) for handle in handles]
+    codes = [run.wait(timeout=800) for run in runs]
+    outputs = [log.read_text() for log in logs]
+    assert sorted(codes) in ([0, 0], [0, 4]), outputs
+    if 4 in codes:
+        assert "another writer committed first" in outputs[codes.index(4)]
+    ranges = _commit_ranges(env.cfg)
+    covered = Counter((p, o) for p, start, end in ranges for o in range(start, end))
+    assert max(covered.values()) == 1 and len(covered) == 3_000
+    from jobs.loader.sql import run_sql
+
+    audit = run_sql(env.cfg, "SELECT outcome, rows_written FROM ops.load_audit ORDER BY rows_written DESC")[1]
+    assert audit[0] == ("committed", 3_000)
+    assert audit[1] in (("conflict", 0), ("noop", 0))
+    _coverage(env.cfg, 3_000)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_100k_records_counts_match_offsets_and_silver_is_unique(lake, spark, kafka_props):
+    env = lake({BRONZE: {}, "silver.rsvps": {"quality_policy": "fail"}})
+    produce_raw(kafka_props, env.topics[BRONZE], 100_000)
+    produce(kafka_props, env.topics["silver.rsvps"], [
+        (str(i).encode(), analyzed(i % 90_000 + 1, BASE_MS + i, offset=i), i % 3) for i in range(100_000)])
+    results = run_load(spark, env.cfg, targets(env.cfg), parse_until("latest"))
+    assert [(r.outcome, r.rows) for r in results] == [("committed", 100_000), ("committed", 90_000)]
+    bronze = DeltaTable(table_uri(env.cfg.lake.root, BRONZE))
+    per_partition = Counter(bronze.to_pyarrow_table(columns=["kafka_partition"]).column(0).to_pylist())
+    assert per_partition == {p: r.end - r.start for r in results[0].ranges for p in [r.partition]}
+    assert per_partition == {0: 33_334, 1: 33_333, 2: 33_333}
+    _coverage(env.cfg, 100_000)
+    silver = DeltaTable(table_uri(env.cfg.lake.root, "silver.rsvps")).to_pyarrow_table(
+        columns=["rsvp_id", "event_time_ms"]).to_pylist()
+    assert len(silver) == 90_000 and len({r["rsvp_id"] for r in silver}) == 90_000
+    latest = {r["rsvp_id"]: r["event_time_ms"] for r in silver}
+    assert latest[1] == BASE_MS + 90_000 and latest[90_000] == BASE_MS + 89_999
