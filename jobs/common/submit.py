@@ -1,0 +1,150 @@
+"""Submitting a job to a Spark cluster: the code zip and the ``spark-submit`` command line.
+
+A cluster's executors do not have this repository: the ``jobs`` package travels to them as one
+zip passed with ``--py-files`` (Spark puts it on ``sys.path`` of the driver and of every Python
+worker, which is where the ``kafka-py`` data source's readers and the foreachBatch code run).
+The entry point is ``jobs/streaming/main.py`` (a file path, as spark-submit needs).
+
+``build_submit`` is pure (it builds no zip, starts nothing): the CLI (``kappa stream submit``)
+and the Airflow DAGs call ``package_code`` first, then run what ``build_submit`` returns.
+docs/deploy.md shows the same submit on YARN, Kubernetes and EMR Serverless.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import zipfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from jobs.common.config import PROJECT_ROOT, KappaConfig
+from jobs.common.errors import ConfigError, KappaError
+
+PACKAGE = "jobs"
+DIST_ZIP = PROJECT_ROOT / "var" / "dist" / "kappa-jobs.zip"
+STREAM_ENTRY = PROJECT_ROOT / "jobs" / "streaming" / "main.py"
+SKIP_PARTS = frozenset({"__pycache__"})
+SKIP_SUFFIXES = (".pyc", ".pyo")
+ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)  # fixed timestamps: the same code gives the same bytes
+SUBMIT_MASTERS = ("local", "spark://", "yarn", "k8s://", "mesos://")
+CLUSTER_ENV_PREFIXES = {"yarn": "spark.yarn.appMasterEnv.", "k8s://": "spark.kubernetes.driverEnv."}
+SECRET_WORDS = ("PASSWORD", "SECRET", "TOKEN", "USERNAME", "CLIENT")
+
+
+class SubmitError(KappaError):
+    """The job could not be packaged or handed to spark-submit."""
+
+
+def package_code(dest: Path = DIST_ZIP, source: Path = PROJECT_ROOT / PACKAGE) -> Path:
+    """Zip the ``jobs`` package (sources and package data, no caches) for ``--py-files``.
+
+    Written to a temporary file and renamed, so a concurrent submit never ships half a zip.
+    """
+    if not (source / "__init__.py").is_file():
+        raise SubmitError(f"{source} is not a Python package (no __init__.py); run from the repository")
+    files = sorted(path for path in source.rglob("*")
+                   if path.is_file() and not SKIP_PARTS.intersection(path.parts)
+                   and not path.name.endswith(SKIP_SUFFIXES))
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    partial = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for path in files:
+            info = zipfile.ZipInfo(str(Path(PACKAGE) / path.relative_to(source)), ZIP_EPOCH)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            archive.writestr(info, path.read_bytes())
+    partial.replace(dest)
+    return dest
+
+
+def spark_submit_path() -> Path:
+    """``$SPARK_HOME/bin/spark-submit``, else the one the pyspark package ships."""
+    if os.environ.get("SPARK_HOME"):
+        found = Path(os.environ["SPARK_HOME"]) / "bin" / "spark-submit"
+    else:
+        import pyspark
+
+        found = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    if not found.is_file():
+        raise SubmitError(f"spark-submit not found at {found}; set SPARK_HOME to a Spark 4.2 "
+                          "installation or reinstall pyspark")
+    return found
+
+
+def build_submit(cfg: KappaConfig, args: Sequence[str], *, master: str | None = None,
+                 deploy_mode: str = "client", python: str | None = None,
+                 code: Path | str = DIST_ZIP, entry: Path | str = STREAM_ENTRY,
+                 conf: Mapping[str, str] | None = None,
+                 environ: Mapping[str, str] | None = None) -> list[str]:
+    """The ``spark-submit`` command that runs ``entry`` with ``args`` on ``master``.
+
+    Args:
+        cfg: the run's config (``spark.master``, ``spark.app_name``, ``spark.conf``).
+        args: the entry point's own arguments (``--mode replay --from earliest ...``).
+        master: overrides ``spark.master``.
+        deploy_mode: ``client`` (driver here) or ``cluster`` (driver on the cluster).
+        python: the executors' interpreter (``spark.pyspark.python``); default this one. On a
+            cluster it is the path of a venv that exists on every node or in the image.
+        code: the zip from :func:`package_code`, or its copy on HDFS/S3.
+        entry: the entry point file (local, or its HDFS/S3 copy).
+        conf: extra ``--conf`` settings, applied last.
+        environ: where ``KAPPA_*`` variables are read for a cluster-mode driver (default
+            ``os.environ``); secrets among them are never put on the command line.
+    """
+    chosen = master or cfg.spark.master
+    if not chosen.startswith(SUBMIT_MASTERS):
+        raise ConfigError(f"spark.master {chosen!r} is not a spark-submit master; use local[N], "
+                          "spark://host:port, yarn or k8s://https://host:port (EMR Serverless: "
+                          "start-job-run, see docs/deploy.md)")
+    if deploy_mode not in ("client", "cluster"):
+        raise ConfigError(f"--deploy-mode {deploy_mode!r}: choose client or cluster")
+    if "://" in cfg.lake.checkpoint_root.removeprefix("file://"):
+        raise ConfigError(f"lake.checkpoint_root {cfg.lake.checkpoint_root!r}: the streaming job keeps "
+                          "its watermark log, lock and the Kafka source's initial offsets on a local "
+                          "path today; use a persistent local or mounted folder (docs/deploy.md)")
+    settings: dict[str, str] = {key: str(value) for key, value in cfg.spark.conf.items()}
+    settings["spark.pyspark.python"] = python or sys.executable
+    if deploy_mode == "client":
+        settings["spark.pyspark.driver.python"] = sys.executable
+    else:
+        settings |= _driver_env(chosen, os.environ if environ is None else environ)
+    settings["spark.executorEnv.PYTHONPATH"] = _worker_path(str(code))
+    settings |= dict(conf or {})
+    command = [str(spark_submit_path()), "--master", chosen, "--deploy-mode", deploy_mode,
+               "--name", f"{cfg.spark.app_name}-stream", "--py-files", str(code)]
+    for key, value in settings.items():
+        command += ["--conf", f"{key}={value}"]
+    return [*command, str(entry), *args]
+
+
+def _worker_path(code: str) -> str:
+    """Where Python workers find the zip through PYTHONPATH (``spark.executorEnv.PYTHONPATH``).
+
+    Executors' workers get ``--py-files`` on sys.path anyway; the driver's own Python workers
+    that plan the ``kafka-py`` streaming source (python_streaming_source_runner) do not, and
+    take this variable: the zip's local path, its path in the image (``local:``), or its name
+    in the working folder where YARN/EMR localise ``--py-files``.
+    """
+    if code.startswith("local:"):
+        return code.removeprefix("local://").removeprefix("local:")
+    if "://" not in code:
+        return str(Path(code).resolve())
+    return code.rsplit("/", 1)[-1]
+
+
+def _driver_env(master: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """KAPPA_* variables for a driver that runs on the cluster (YARN AM / Kubernetes pod)."""
+    prefix = next((p for m, p in CLUSTER_ENV_PREFIXES.items() if master.startswith(m)), None)
+    if prefix is None:
+        return {}
+    return {f"{prefix}{name}": value for name, value in sorted(environ.items())
+            if name.startswith("KAPPA_") and not any(word in name for word in SECRET_WORDS)}
+
+
+def submit(cfg: KappaConfig, args: Sequence[str], **options) -> int:
+    """Package the code, run spark-submit in the foreground, return its exit code."""
+    import subprocess
+
+    command = build_submit(cfg, args, code=package_code(), **options)
+    return subprocess.run(command, check=False).returncode

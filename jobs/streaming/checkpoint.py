@@ -1,0 +1,179 @@
+"""Checkpoint recovery: inspect a query's checkpoint, rebuild it from the sink, reset it to a time.
+
+Only this module moves or replaces a checkpoint (STYLE.md 13). The old checkpoint is never
+deleted: it is renamed ``<query>.replaced-<utc time>`` beside the new one. A new checkpoint
+starts where the Kafka source's ``initial-offsets.json`` says (the source reads that file before
+it resolves ``startingOffsets``), so the next ``kappa stream run`` resumes exactly there.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, TopicPartition
+
+from jobs.common.config import KappaConfig
+from jobs.common.errors import ConfigError
+from jobs.common.kafka.adapter import STATE_FOLDER
+from jobs.common.kafka.client import consumer_config
+from jobs.streaming.preflight import watermarks
+from jobs.streaming.redis_sink import RedisSummarySink
+from jobs.streaming.state import (
+    CheckpointError,
+    checkpoint_path,
+    last_committed,
+    last_offsets,
+    lock_holder,
+)
+
+logger = logging.getLogger(__name__)
+Progress = Callable[[str], None]
+
+
+def _query(cfg: KappaConfig, query: str | None) -> tuple[str, Path]:
+    name = query or cfg.streaming.query_name
+    return name, checkpoint_path(cfg.lake.checkpoint_root, name)
+
+
+def _partitions(cfg: KappaConfig) -> list[tuple[str, int]]:
+    consumer = Consumer(consumer_config(cfg.kafka.client_config(), "kappa-checkpoint"))
+    try:
+        topic = cfg.streaming.source_topic
+        meta = consumer.list_topics(topic, timeout=15).topics[topic]
+        if meta.error is not None:
+            raise CheckpointError(f"topic {topic} cannot be described: {meta.error}")
+        return [(topic, p) for p in sorted(meta.partitions)]
+    finally:
+        consumer.close()
+
+
+def inspect(cfg: KappaConfig, query: str | None = None) -> dict[str, Any]:
+    """The checkpoint's last batch and offsets against Kafka and the Redis fence."""
+    name, path = _query(cfg, query)
+    planned = last_offsets(path)
+    tps = _partitions(cfg)
+    marks = watermarks(cfg, tps)
+    fence = _fence(cfg)
+    checkpointed = ({(t, int(p)): int(o) for t, parts in planned[1].items() for p, o in parts.items()}
+                    if planned else {})
+    partitions = []
+    for tp in tps:
+        earliest, latest = marks[tp]
+        at = checkpointed.get(tp)
+        partitions.append({
+            "topic": tp[0], "partition": tp[1], "checkpoint": at, "sink_fence": fence.get(tp),
+            "earliest": earliest, "latest": latest,
+            "lost": at is not None and at < earliest, "behind": None if at is None else latest - at,
+            "sink_minus_checkpoint": None if at is None or tp not in fence else fence[tp] - at})
+    verdict = _verdict(path, planned, partitions)
+    return {"query": name, "checkpoint": str(path), "exists": path.is_dir(),
+            "running_pid": lock_holder(path), "last_planned_batch": planned[0] if planned else None,
+            "last_committed_batch": last_committed(path), "partitions": partitions,
+            "verdict": verdict}
+
+
+def _verdict(path: Path, planned, partitions: list[dict[str, Any]]) -> str:
+    if not path.is_dir() or planned is None:
+        return "no checkpoint: a start begins at startingOffsets (earliest)"
+    if any(p["lost"] for p in partitions):
+        return "offsets lost: rebuild from the sink, reset to a time, or start with --skip-lost"
+    return "resumable: `kappa stream run` resumes after the last committed batch"
+
+
+def _fence(cfg: KappaConfig) -> dict[tuple[str, int], int]:
+    sink = RedisSummarySink(cfg)
+    try:
+        sink.setup()
+        return sink.fence()
+    finally:
+        sink.close()
+
+
+def rebuild(cfg: KappaConfig, query: str | None = None, *, execute: bool = True,
+            progress: Progress = logger.info) -> dict[str, Any]:
+    """A new checkpoint starting at the offsets the Redis fence recorded (the sink's truth)."""
+    name, path = _query(cfg, query)
+    fence = _fence(cfg)
+    tps = _partitions(cfg)
+    missing = [f"{t}-{p}" for t, p in tps if (t, p) not in fence]
+    if missing:
+        raise CheckpointError(
+            f"the Redis fence of the summaries has no offset for {', '.join(missing)}; rebuild needs "
+            "every partition. Reset to a time instead (`kappa stream checkpoint reset --to ...`)")
+    start = {t: {str(p): fence[(t, p)] for tt, p in tps if tt == t} for t, _ in tps}
+    return _replace(path, name, start, f"rebuild from the Redis fence {start}",
+                    execute=execute, progress=progress)
+
+
+def reset(cfg: KappaConfig, query: str | None, timestamp: str, *, execute: bool = True,
+          progress: Progress = logger.info) -> dict[str, Any]:
+    """A new checkpoint starting at the first record at or after ``timestamp`` in each partition."""
+    name, path = _query(cfg, query)
+    moment = _parse_time(timestamp)
+    tps = _partitions(cfg)
+    consumer = Consumer(consumer_config(cfg.kafka.client_config(), "kappa-checkpoint"))
+    try:
+        ms = int(moment.timestamp() * 1000)
+        found = consumer.offsets_for_times([TopicPartition(t, p, ms) for t, p in tps], timeout=15)
+    finally:
+        consumer.close()
+    marks = watermarks(cfg, tps)
+    start: dict[str, dict[str, int]] = {}
+    for tp in found:
+        offset = tp.offset if tp.offset >= 0 else marks[(tp.topic, tp.partition)][1]
+        start.setdefault(tp.topic, {})[str(tp.partition)] = offset
+    return _replace(path, name, start, f"reset to {moment.isoformat()} = offsets {start}",
+                    execute=execute, progress=progress)
+
+
+def _replace(path: Path, name: str, start: dict[str, dict[str, int]], what: str, *, execute: bool,
+             progress: Progress) -> dict[str, Any]:
+    if lock_holder(path) is not None:
+        raise CheckpointError(f"query {name} runs (pid {lock_holder(path)}); stop it first "
+                              "(`kappa stream stop`)")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    backup = path.with_name(f"{path.name}.replaced-{stamp}")
+    plan = {"query": name, "action": what, "checkpoint": str(path),
+            "old_checkpoint_moved_to": str(backup) if path.exists() else None,
+            "starting_offsets": start, "executed": execute}
+    progress(f"plan: {what}; move {path} -> {backup}; new checkpoint starts at {json.dumps(start)}")
+    if not execute:
+        progress("dry run: nothing changed (add --execute to do it)")
+        return plan
+    carried = _carry_watermark(path)
+    if path.exists():
+        shutil.move(str(path), str(backup))
+    initial = path / STATE_FOLDER / "initial-offsets.json"
+    initial.parent.mkdir(parents=True)
+    initial.write_text(json.dumps(start))
+    if carried is not None:
+        seed = path / "kappa-state" / "watermarks" / "seed.json"
+        seed.parent.mkdir(parents=True)
+        seed.write_text(json.dumps({"max_event_ms": carried}))
+    progress(f"done: the next `kappa stream run --query {name}` starts at {json.dumps(start)}")
+    return plan
+
+
+def _carry_watermark(path: Path) -> int | None:
+    folder = path / "kappa-state" / "watermarks"
+    ids = sorted(int(p.stem) for p in folder.glob("*.json") if p.stem.isdigit()) if folder.is_dir() else []
+    if not ids:
+        return None
+    return json.loads((folder / f"{ids[-1]}.json").read_text()).get("max_event_ms")
+
+
+def _parse_time(text: str) -> datetime:
+    try:
+        moment = datetime.fromtimestamp(int(text) / 1000, tz=UTC) if text.isdigit() else (
+            datetime.fromisoformat(text.replace("Z", "+00:00")))
+    except ValueError:
+        raise ConfigError(f"timestamp {text!r}: expected ISO 8601 with a zone or epoch ms") from None
+    if moment.tzinfo is None:
+        raise ConfigError(f"timestamp {text!r} has no time zone; add Z or +00:00")
+    return moment

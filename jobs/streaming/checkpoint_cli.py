@@ -1,0 +1,62 @@
+"""``kappa stream checkpoint inspect | rebuild | reset`` (docs/runbooks/checkpoint.md)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+
+from jobs.common.config import load_config
+
+checkpoint_app = typer.Typer(no_args_is_help=True, help=(
+    "Inspect a query's checkpoint; rebuild it from the sink's offsets or reset it to a time."))
+
+QUERY = typer.Option("--query", help="Query name (default streaming.query_name).")
+EXECUTE = typer.Option("--execute", help="Do it (default: print the plan only).")
+JSON_OPTION = typer.Option("--json", help="Print machine-readable JSON.")
+
+
+def _say(message: str) -> None:
+    typer.echo(f".. {message}", err=True)
+
+
+def _show(data: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(data))
+        return
+    for key, value in data.items():
+        if key == "partitions":
+            typer.echo("partitions:")
+            for part in value:
+                typer.echo("  " + ", ".join(f"{k}={v}" for k, v in part.items()))
+        else:
+            typer.echo(f"{key}: {value}")
+
+
+@checkpoint_app.command("inspect")
+def inspect(query: Annotated[str | None, QUERY] = None,
+            as_json: Annotated[bool, JSON_OPTION] = False) -> None:
+    """Last committed batch and offsets against Kafka's earliest/latest and the Redis fence."""
+    from jobs.streaming import checkpoint
+
+    _show(checkpoint.inspect(load_config(), query), as_json)
+
+
+@checkpoint_app.command("rebuild")
+def rebuild(query: Annotated[str | None, QUERY] = None, execute: Annotated[bool, EXECUTE] = False,
+            as_json: Annotated[bool, JSON_OPTION] = False) -> None:
+    """New checkpoint starting at the offsets the Redis summaries recorded (their fence)."""
+    from jobs.streaming import checkpoint
+
+    _show(checkpoint.rebuild(load_config(), query, execute=execute, progress=_say), as_json)
+
+
+@checkpoint_app.command("reset")
+def reset(to: Annotated[str, typer.Option("--to", help="ISO timestamp with zone, or epoch ms.")],
+          query: Annotated[str | None, QUERY] = None, execute: Annotated[bool, EXECUTE] = False,
+          as_json: Annotated[bool, JSON_OPTION] = False) -> None:
+    """New checkpoint starting at the first record at or after a time in each partition."""
+    from jobs.streaming import checkpoint
+
+    _show(checkpoint.reset(load_config(), query, to, execute=execute, progress=_say), as_json)

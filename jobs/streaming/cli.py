@@ -1,0 +1,266 @@
+"""CLI of the streaming job: ``kappa stream run|status|stop|checkpoint`` and ``kappa summaries``."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import typer
+
+from jobs.common.config import load_config
+from jobs.common.errors import ConfigError
+
+stream_app = typer.Typer(no_args_is_help=True, help="Run and inspect the RSVP streaming job.")
+summaries_app = typer.Typer(no_args_is_help=True, help="Read the live summaries from Redis.")
+
+JSON_OPTION = typer.Option("--json", help="Print machine-readable JSON.")
+
+
+def register(app: typer.Typer) -> None:
+    """Attach ``kappa stream`` and ``kappa summaries``."""
+    from jobs.streaming.checkpoint_cli import checkpoint_app
+
+    stream_app.add_typer(checkpoint_app, name="checkpoint")
+    app.add_typer(stream_app, name="stream")
+    app.add_typer(summaries_app, name="summaries")
+
+
+def progress(message: str) -> None:
+    """A progress line on stderr."""
+    typer.echo(f".. {message}", err=True)
+
+
+def parse_bound(text: str | None, flag: str) -> Any:
+    """``earliest`` / ``latest`` / offsets JSON / ISO timestamp with zone / epoch ms."""
+    if text is None:
+        return None
+    value = text.strip()
+    if value in ("earliest", "latest"):
+        return value
+    if value.startswith("{"):
+        try:
+            data = json.loads(value)
+        except ValueError as exc:
+            raise ConfigError(f"{flag} {value!r} is not valid JSON ({exc}); give "
+                              '{"rsvps.raw": {"0": 100}}') from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{flag} must be an object of topic -> partition -> offset")
+        return data
+    if value.isdigit():
+        return datetime.fromtimestamp(int(value) / 1000, tz=UTC)
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(f"{flag} {value!r}: expected earliest, latest, offsets JSON, an ISO "
+                          "timestamp with a zone (2026-01-01T00:00:00Z) or epoch milliseconds") from None
+    if moment.tzinfo is None:
+        raise ConfigError(f"{flag} {value!r} has no time zone; add Z or +00:00")
+    return moment
+
+
+def _sinks(text: str) -> frozenset[str]:
+    from jobs.streaming.job import SINKS
+
+    chosen = frozenset(part.strip() for part in text.split(",") if part.strip())
+    unknown = sorted(chosen - set(SINKS))
+    if unknown or not chosen:
+        raise ConfigError(f"--sinks {text!r}: choose from {', '.join(SINKS)} (comma-separated)")
+    return chosen
+
+
+@stream_app.command("run")
+def run(
+    *,
+    mode: Annotated[str, typer.Option("--mode", help="live (until SIGTERM) or replay (a bounded range).")
+                    ] = "live",
+    from_: Annotated[str | None, typer.Option(
+        "--from", help="Replay start: earliest, offsets JSON, ISO timestamp or epoch ms. Live: where a "
+                       "new checkpoint starts (default earliest).")] = None,
+    to: Annotated[str | None, typer.Option(
+        "--to", help="Replay end (exclusive): latest (default), offsets JSON, timestamp.")] = None,
+    sinks: Annotated[str, typer.Option("--sinks", help="Comma-separated: kafka, redis.")] = "kafka,redis",
+    query: Annotated[str | None, typer.Option(
+        "--query", help="Query name (default streaming.query_name; replays derive one from the range).")
+                     ] = None,
+    skip_lost: Annotated[bool, typer.Option(
+        "--skip-lost", help="Continue when checkpointed offsets are no longer retained.")] = False,
+    fresh: Annotated[bool, typer.Option("--fresh", help="Replay: discard this range's checkpoint first.")
+                     ] = False,
+    max_offsets: Annotated[int | None, typer.Option(
+        "--max-offsets-per-trigger", help="Records per micro-batch (default from conf).")] = None,
+    as_json: Annotated[bool, JSON_OPTION] = False,
+) -> None:
+    """Run the RSVP job: live until SIGTERM (stops after the current batch), or replay a range."""
+    from jobs.common.processes import register_process
+    from jobs.streaming.job import RunSpec, run_stream
+
+    if mode not in ("live", "replay"):
+        raise ConfigError(f"--mode {mode!r}: choose live or replay")
+    if mode == "live" and to is not None:
+        raise ConfigError("--to only applies to --mode replay; a live query runs until stopped")
+    if max_offsets is not None and max_offsets < 1:
+        raise ConfigError(f"--max-offsets-per-trigger must be >= 1, got {max_offsets}")
+    spec = RunSpec(mode=mode,  # type: ignore[arg-type]
+                   query=query, starting=parse_bound(from_, "--from") or "earliest",
+                   ending=(parse_bound(to, "--to") or "latest") if mode == "replay" else None,
+                   sinks=_sinks(sinks), skip_lost=skip_lost, max_offsets_per_trigger=max_offsets,
+                   fresh=fresh)
+    cfg = load_config()
+    with register_process(cfg, "streaming"):
+        report = run_stream(cfg, spec, progress=progress)
+    if as_json:
+        typer.echo(json.dumps(report.as_dict()))
+        return
+    typer.echo(f"query {report.query} ({report.mode}): {report.batches} batches, "
+               f"{report.records_read} records read, {report.valid} valid, "
+               f"{report.dead_lettered} dead-lettered, {report.late} late, in {report.duration_s:.1f} s")
+    for sink, count in report.written.items():
+        typer.echo(f"  written to {sink}: {count}")
+
+
+@stream_app.command("submit")
+def submit(
+    run_args: Annotated[list[str] | None, typer.Argument(
+        help="After --: the options of `kappa stream run` (--mode replay --from earliest ...).")] = None,
+    *,
+    master: Annotated[str | None, typer.Option("--master", help="Default: spark.master from conf.")] = None,
+    deploy_mode: Annotated[str, typer.Option("--deploy-mode", help="client or cluster.")] = "client",
+    python: Annotated[str | None, typer.Option(
+        "--python", help="Executors' interpreter (spark.pyspark.python); default this venv's.")] = None,
+    conf: Annotated[list[str] | None, typer.Option("--conf", help="Extra KEY=VALUE, repeatable.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the command, run nothing.")] = False,
+) -> None:
+    """spark-submit the job (code zipped for --py-files) to a cluster: see docs/deploy.md."""
+    import shlex
+
+    from jobs.common import submit as submitting
+
+    pairs = [item.partition("=") for item in conf or []]
+    if any(not key or not sep for key, sep, _ in pairs):
+        raise ConfigError(f"--conf takes KEY=VALUE, found {conf!r}")
+    options: dict[str, Any] = {"master": master, "deploy_mode": deploy_mode, "python": python,
+               "conf": {key: value for key, _, value in pairs}}
+    if dry_run:
+        typer.echo(shlex.join(submitting.build_submit(load_config(), run_args or [], **options)))
+        return
+    code = submitting.submit(load_config(), run_args or [], **options)
+    if code:
+        raise typer.Exit(code)
+
+
+@stream_app.command("status")
+def status(as_json: Annotated[bool, JSON_OPTION] = False) -> None:
+    """Every query that reported to Redis: running or not, last batch, rows/s, lag, watermark."""
+    from jobs.streaming.state import checkpoint_path, lock_holder
+    from jobs.streaming.summaries import query_metrics
+
+    cfg = load_config()
+    rows = []
+    for metrics in query_metrics(cfg):
+        query = metrics.get("query", "?")
+        pid = lock_holder(checkpoint_path(cfg.lake.checkpoint_root, query))
+        age = (time.time() * 1000 - float(metrics.get("emitted_ms", 0))) / 1000
+        rows.append({"query": query, "running": pid is not None, "pid": pid,
+                     "last_batch": _int(metrics.get("batch_id")), "last_batch_age_s": round(age, 1),
+                     "rows_per_s": float(metrics.get("rows_per_s", 0)),
+                     "offsets_behind_latest": _int(metrics.get("offsets_behind_latest")),
+                     "watermark_ms": _int(metrics.get("watermark_ms")),
+                     "input_rows": _int(metrics.get("input_rows")),
+                     "dlq_rows": _int(metrics.get("dlq_rows")), "late_rows": _int(metrics.get("late_rows"))})
+    if as_json:
+        typer.echo(json.dumps(rows))
+        return
+    if not rows:
+        typer.echo("no query has reported yet (start one with `kappa stream run`)")
+    for row in rows:
+        assert isinstance(row["watermark_ms"], int | None)
+        state = f"running (pid {row['pid']})" if row["running"] else "NOT running"
+        watermark = (datetime.fromtimestamp(row["watermark_ms"] / 1000, tz=UTC).isoformat()
+                     if row["watermark_ms"] is not None else "-")
+        typer.echo(f"{row['query']}: {state}; last batch {row['last_batch']} {row['last_batch_age_s']} s "
+                   f"ago, {row['rows_per_s']:.0f} rows/s, {row['offsets_behind_latest']} behind latest, "
+                   f"watermark {watermark}")
+
+
+@stream_app.command("stop")
+def stop(grace_s: Annotated[float, typer.Option("--grace", help="Seconds before SIGKILL.")] = 300.0) -> None:
+    """Stop the running streaming job(s) gracefully (after the current batch)."""
+    from jobs.common.processes import registered, stop_registered
+
+    cfg = load_config()
+    if not any(item.name == "streaming" for item in registered(cfg)):
+        typer.echo("no streaming job runs (nothing registered)")
+        return
+    stop_registered(cfg, grace_s=grace_s, progress=progress, names=("streaming",))
+
+
+def _int(value: Any) -> int | None:
+    if value in (None, "None", ""):
+        return None
+    return int(float(value))
+
+
+@summaries_app.command("top-topics")
+def top_topics(n: Annotated[int | None, typer.Option("-n", help="How many (default top_n).")] = None,
+               as_json: Annotated[bool, JSON_OPTION] = False) -> None:
+    """All-time top topics (exact counts)."""
+    from jobs.streaming import summaries
+
+    items = summaries.top_topics(load_config(), n)
+    _print(items, as_json, lambda: [f"{i['count']:>8}  {i['item']}" for i in items])
+
+
+@summaries_app.command("trending")
+def trending(windows: Annotated[int, typer.Option("--windows", help="How many latest windows.")] = 1,
+             as_json: Annotated[bool, JSON_OPTION] = False) -> None:
+    """Top topics of the latest sliding windows."""
+    from jobs.streaming import summaries
+
+    data = summaries.trending(load_config(), windows)
+    _print(data, as_json, lambda: [
+        line for w in data for line in
+        [f"window {_iso(w['window_start_ms'])} .. {_iso(w['window_end_ms'])}"]
+        + [f"{i['count']:>8}  {i['item']}" for i in w["items"]]])
+
+
+@summaries_app.command("cities")
+def cities(windows: Annotated[int, typer.Option("--windows", help="How many latest windows.")] = 1,
+           n: Annotated[int | None, typer.Option("-n", help="Cities per window (default all).")] = None,
+           as_json: Annotated[bool, JSON_OPTION] = False) -> None:
+    """RSVPs per city in the latest 1-minute windows (with approximate distinct members)."""
+    from jobs.streaming import summaries
+
+    data = summaries.cities(load_config(), windows, n)
+    _print(data, as_json, lambda: [
+        line for w in data for line in
+        [f"window {_iso(w['window_start_ms'])}: {w['total']} RSVPs, ~{w['approx_distinct_members']} "
+         f"members (±{w['members_error']:.2%})"] + [f"{c['count']:>8}  {c['city']}" for c in w["cities"]]])
+
+
+@summaries_app.command("event")
+def event(event_id: Annotated[str, typer.Argument(help="The event id (event.event_id).")],
+          as_json: Annotated[bool, JSON_OPTION] = False) -> None:
+    """Yes/no responses and guests of one event."""
+    from jobs.common.errors import KappaError
+    from jobs.streaming import summaries
+
+    data = summaries.event(load_config(), event_id)
+    if data is None:
+        raise KappaError(f"no summary for event {event_id!r} (unknown, or expired after "
+                         "streaming.event_ttl_s)")
+    _print(data, as_json, lambda: [f"{data['event_name']} ({event_id}): yes {data['yes']}, no {data['no']}, "
+                                   f"guests {data['guests']}"])
+
+
+def _print(data: Any, as_json: bool, lines) -> None:
+    if as_json:
+        typer.echo(json.dumps(data))
+        return
+    for line in lines() or ["(nothing yet: is the streaming job running? `kappa stream status`)"]:
+        typer.echo(line)
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%SZ")

@@ -1,0 +1,230 @@
+"""``kappa stream run``: the RSVP streaming job, live or as a bounded replay, one code path.
+
+``live`` runs with a processing-time trigger until SIGTERM/SIGINT, then stops after the
+current batch and returns. ``replay`` reads an explicit range with ``availableNow`` and
+``maxOffsetsPerTrigger`` under its own checkpoint and returns a report. Both build the same
+:class:`~jobs.streaming.batch.BatchProcessor` over the same pure transforms.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from jobs.common.config import KappaConfig
+from jobs.common.errors import KappaError
+from jobs.common.kafka.adapter import Bound, read_kafka
+from jobs.streaming.batch import KAFKA, REDIS, BatchProcessor, windows_from
+from jobs.streaming.preflight import check_retention
+from jobs.streaming.state import QueryLock, WatermarkLog, check_fingerprint, checkpoint_path, fingerprint
+
+logger = logging.getLogger(__name__)
+
+Mode = Literal["live", "replay"]
+SINKS = (KAFKA, REDIS)
+GRACEFUL_STOP_S = 300.0
+
+
+class StreamJobError(KappaError):
+    """The streaming query failed; the message carries Spark's reason."""
+
+
+class TransientStartFailure(StreamJobError):
+    """Spark could not start a Python worker in time (an overloaded host): worth a restart."""
+
+
+TRANSIENT_ATTEMPTS = 3
+TRANSIENT_MARKERS = ("Python worker failed to connect back",
+                     "Timed out while waiting for the Python worker to connect back")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What one run of the job does."""
+
+    mode: Mode = "live"
+    query: str | None = None
+    starting: Bound = "earliest"
+    ending: Bound | None = None
+    sinks: frozenset[str] = frozenset(SINKS)
+    skip_lost: bool = False
+    max_offsets_per_trigger: int | None = None
+    fresh: bool = False
+
+    def query_name(self, cfg: KappaConfig) -> str:
+        """Live: ``streaming.query_name``; replay: derived from the range so a re-run resumes it."""
+        if self.query:
+            return self.query
+        if self.mode == "live":
+            return cfg.streaming.query_name
+        digest = hashlib.sha1(f"{self.starting}|{self.ending}|{sorted(self.sinks)}".encode()).hexdigest()
+        return f"{cfg.streaming.query_name}-replay-{digest[:10]}"
+
+
+@dataclass
+class Report:
+    """What a run did (the replay report; a live run's totals at stop)."""
+
+    query: str
+    mode: str
+    batches: int
+    records_read: int
+    valid: int
+    dead_lettered: int
+    late: int
+    written: dict[str, int]
+    duration_s: float
+    checkpoint: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return asdict(self)
+
+
+def run_stream(cfg: KappaConfig, spec: RunSpec, progress: Callable[[str], None] = logger.info,
+               stop: threading.Event | None = None) -> Report:
+    """Run the job until stopped (live) or to the end of its range (replay)."""
+    from jobs.common.spark import build_spark
+
+    query = spec.query_name(cfg)
+    checkpoint = checkpoint_path(cfg.lake.checkpoint_root, query)
+    if spec.fresh and spec.mode == "replay":
+        _wipe(checkpoint)
+    lock = QueryLock(checkpoint, query)
+    lock.acquire()
+    try:
+        windows = asdict(windows_from(cfg))
+        check_fingerprint(checkpoint, fingerprint([cfg.streaming.source_topic], windows,
+                                                  sorted(spec.sinks)), query)
+        check_retention(cfg, checkpoint, query, skip=spec.skip_lost, progress=progress)
+        sink = _redis_sink(cfg) if REDIS in spec.sinks else None
+        spark = build_spark(cfg, app_name=f"kappa-stream-{query}")
+        processor = BatchProcessor(cfg, query, spec.sinks,
+                                   WatermarkLog(checkpoint, cfg.streaming.watermark_s * 1000), sink)
+        started = time.monotonic()
+        try:
+            for attempt in range(1, TRANSIENT_ATTEMPTS + 1):
+                try:
+                    _run_query(spark, cfg, spec, query, str(checkpoint), processor=processor,
+                               progress=progress, stop=stop)
+                    break
+                except TransientStartFailure as exc:
+                    if attempt == TRANSIENT_ATTEMPTS:
+                        raise StreamJobError(str(exc)) from None
+                    progress(f"warning: {exc}; restarting the query from its checkpoint "
+                             f"(attempt {attempt + 1} of {TRANSIENT_ATTEMPTS})")
+        finally:
+            processor.close()
+            if sink is not None:
+                sink.close()
+        totals = processor.totals
+        return Report(query=query, mode=spec.mode, batches=totals.batches,
+                      records_read=totals.input_rows, valid=totals.valid_rows,
+                      dead_lettered=totals.dlq_rows, late=totals.late_rows,
+                      written={"rsvps.analyzed": totals.analyzed_written, "rsvps.dlq": totals.dlq_written,
+                               "redis_rows": totals.applied_rows,
+                               "rsvps.summaries": totals.summaries_written},
+                      duration_s=round(time.monotonic() - started, 2), checkpoint=str(checkpoint))
+    finally:
+        lock.release()
+
+
+def _redis_sink(cfg: KappaConfig):
+    from jobs.streaming.redis_sink import RedisSummarySink
+
+    sink = RedisSummarySink(cfg)
+    sink.setup()
+    return sink
+
+
+def _run_query(spark, cfg: KappaConfig, spec: RunSpec, query: str, checkpoint: str, *,
+               processor: BatchProcessor, progress: Callable[[str], None],
+               stop: threading.Event | None) -> None:
+    s = cfg.streaming
+    options = {"maxOffsetsPerTrigger": spec.max_offsets_per_trigger or s.max_offsets_per_trigger,
+               "failOnDataLoss": str(s.fail_on_data_loss and not spec.skip_lost).lower()}
+    source = read_kafka(spark, cfg, topics=[s.source_topic], starting=spec.starting,
+                        ending=spec.ending, stream=True, options=options, checkpoint=checkpoint)
+    writer = (source.writeStream.foreachBatch(processor).queryName(query)
+              .option("checkpointLocation", checkpoint))
+    if spec.mode == "replay":
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{int(s.trigger_s * 1000)} milliseconds")
+    progress(f"query {query}: starting ({spec.mode}, checkpoint {checkpoint})")
+    running = writer.start()
+    stop = stop or _stop_on_signals()
+    try:
+        _wait(running, spec.mode, stop, progress)
+    except Exception as exc:  # a failed query raises from awaitTermination
+        if running.exception() is None:
+            raise
+        del exc
+    finally:
+        if running.isActive:
+            running.stop()
+    error = running.exception()
+    if error is not None:
+        text = str(getattr(error, "desc", None) or error)
+        if any(marker in text for marker in TRANSIENT_MARKERS):
+            raise TransientStartFailure(f"query {query} could not start a Python worker in time "
+                                        "(the host is overloaded)")
+        raise StreamJobError(f"query {query} failed: {_first_line(error)}; the batch is retried at "
+                             f"the next start (see platform.errors and docs/runbooks/streaming-down.md)")
+
+
+def _wait(running, mode: Mode, stop: threading.Event, progress: Callable[[str], None]) -> None:
+    last = -1
+    while running.isActive:
+        running.awaitTermination(0.5)
+        progress_info = running.lastProgress
+        if progress_info and progress_info["batchId"] != last:
+            last = progress_info["batchId"]
+            progress(f"batch {last}: {progress_info['numInputRows']} rows, "
+                     f"{progress_info.get('processedRowsPerSecond', 0):.0f} rows/s")
+        if stop.is_set() and mode == "live":
+            progress("stop requested: stopping after the current batch")
+            _stop_between_batches(running)
+            return
+
+
+def _stop_between_batches(running) -> None:
+    deadline = time.monotonic() + GRACEFUL_STOP_S
+    while running.isActive and running.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    running.stop()
+
+
+def _stop_on_signals() -> threading.Event:
+    event = threading.Event()
+
+    def handler(signum, frame) -> None:
+        del frame
+        logger.info("signal %d: the query stops after its current batch", signum)
+        event.set()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGINT, handler)
+    return event
+
+
+def _first_line(error: Any) -> str:
+    text = str(getattr(error, "desc", None) or error)
+    for line in text.splitlines():
+        if "KappaError" in line or "Error:" in line:
+            return line.strip()[:500]
+    return text.strip().splitlines()[0][:500] if text.strip() else repr(error)
+
+
+def _wipe(checkpoint) -> None:
+    import shutil
+
+    shutil.rmtree(checkpoint, ignore_errors=True)
+    checkpoint.with_name(checkpoint.name + ".fingerprint.json").unlink(missing_ok=True)

@@ -1,0 +1,245 @@
+"""The Redis sink of the live summaries: fenced increments, exactly-once in effect.
+
+Key scheme and fence: docs/streaming.md ("Redis keys"). A batch's increments and the new fence
+go in one ``MULTI/EXEC`` guarded by ``WATCH`` on the fence key: applied entirely or not at all,
+and never twice for the same offsets.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from jobs.common.config import KappaConfig
+from jobs.common.errors import KappaError
+from jobs.streaming.aggregates import CITY, EVENT, MEMBER, MEMBER_ALL, TOPIC, TOPIC_MINUTE
+
+logger = logging.getLogger(__name__)
+
+FENCE_SCOPE = "summaries"
+HISTORY = 100
+MAX_INDEXED_WINDOWS = 10_000
+HLL_ERROR = 0.0081
+Partition = tuple[str, int]
+
+
+class SummarySinkError(KappaError):
+    """Redis refused or lost a summary write."""
+
+
+class FenceMoved(SummarySinkError):
+    """Another writer applied offsets of the same partitions between our read and our write."""
+
+
+@dataclass
+class Applied:
+    """What an apply changed: the keys to read back and publish to rsvps.summaries."""
+
+    cities: set[tuple[int, str]] = field(default_factory=set)
+    trending: set[int] = field(default_factory=set)
+    members: set[int] = field(default_factory=set)
+    events: set[str] = field(default_factory=set)
+    topics: bool = False
+
+
+class Keys:
+    """Redis key names under one prefix."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+
+    def __call__(self, *parts: object) -> str:
+        """``<prefix>:<part>:<part>...``."""
+        return ":".join([self.prefix, *(str(part) for part in parts)])
+
+    @property
+    def fence(self) -> str:
+        """The fence hash of the summaries."""
+        return self("fence", FENCE_SCOPE)
+
+
+def connect(cfg: KappaConfig) -> redis.Redis:
+    """A client of the configured Redis (decoded strings)."""
+    return redis.Redis(**cfg.redis.client_kwargs(), decode_responses=True, socket_timeout=30)
+
+
+class RedisSummarySink:
+    """``setup`` / ``fence`` / ``apply`` / ``read_back`` of the summaries in Redis."""
+
+    def __init__(self, cfg: KappaConfig) -> None:
+        self.cfg = cfg
+        self.keys = Keys(cfg.streaming.redis_prefix)
+        self.slide_ms = cfg.streaming.trending_slide_s * 1000
+        self.trending_steps = cfg.streaming.trending_window_s // cfg.streaming.trending_slide_s
+        self.client = connect(cfg)
+
+    def setup(self) -> None:
+        """Fail fast when Redis cannot be reached."""
+        try:
+            self.client.ping()
+        except redis.RedisError as exc:
+            raise SummarySinkError(
+                f"Redis at {self.cfg.redis.host}:{self.cfg.redis.port} is not reachable ({exc}); "
+                "start it (`kappa stack up`) or fix redis.* in conf/") from exc
+
+    def fence(self) -> dict[Partition, int]:
+        """The next offset to apply per topic-partition (absent: nothing applied yet)."""
+        raw = self.client.hgetall(self.keys.fence)
+        return _parse_fence(raw)
+
+    def apply(self, increments: Sequence[Any], expected: Mapping[Partition, int],
+              new_fence: Mapping[Partition, int], meta: Mapping[str, Any]) -> Applied:
+        """Apply a batch's increments and move the fence, atomically; raise FenceMoved on a race."""
+        applied = Applied()
+        with self.client.pipeline(transaction=True) as pipe:
+            pipe.watch(self.keys.fence)
+            current = _parse_fence(pipe.hgetall(self.keys.fence))
+            moved = {tp: current.get(tp) for tp in new_fence if current.get(tp) != expected.get(tp)}
+            if moved:
+                raise FenceMoved(f"the Redis fence moved while the batch was computed ({moved}); "
+                                 "another query writes the same summaries: stop it")
+            pipe.multi()
+            self._increments(pipe, increments, applied)
+            totals = meta.get("totals", {})
+            for name, value in totals.items():
+                if value:
+                    pipe.hincrby(self.keys("totals"), name, int(value))
+            fence: dict[Any, Any] = {f"{t}:{p}": str(o) for (t, p), o in new_fence.items()}
+            fence |= {key: str(meta[key]) for key in ("batch_id", "query") if key in meta}
+            fence["updated_ms"] = str(int(time.time() * 1000))
+            pipe.hset(self.keys.fence, mapping=fence)
+            pipe.execute()
+        return applied
+
+    def _increments(self, pipe, increments: Iterable[Any], applied: Applied) -> None:  # noqa: PLR0912
+        ttl, event_ttl, keys = self.cfg.streaming.window_ttl_s, self.cfg.streaming.event_ttl_s, self.keys
+        members: dict[int, list[str]] = defaultdict(list)
+        windows: dict[str, set[int]] = defaultdict(set)
+        for row in increments:
+            kind, start, item = row["kind"], int(row["window_start"]), row["item"]
+            if kind == CITY:
+                pipe.hincrby(keys("cities", start), item, row["n"])
+                applied.cities.add((start, item))
+                windows["cities"].add(start)
+            elif kind == TOPIC_MINUTE:
+                pipe.zincrby(keys("topics", "minute", start), row["n"], item)
+                windows["topics:minute"].add(start)
+            elif kind == TOPIC:
+                pipe.zincrby(keys("topics", "all"), row["n"], item)
+                applied.topics = True
+            elif kind == MEMBER:
+                members[start].append(item)
+            elif kind == MEMBER_ALL:
+                members[-1].append(item)
+            elif kind == EVENT:
+                key = keys("event", item)
+                pipe.hincrby(key, "yes", row["n"])
+                pipe.hincrby(key, "no", row["no"])
+                pipe.hincrby(key, "guests", row["guests"])
+                if row["label"] is not None:
+                    pipe.hset(key, "event_name", row["label"])
+                pipe.expire(key, event_ttl)
+                applied.events.add(item)
+        for start, ids in members.items():
+            key = keys("members", "all") if start < 0 else keys("members", start)
+            for chunk in range(0, len(ids), 5000):
+                pipe.pfadd(key, *ids[chunk:chunk + 5000])
+            if start >= 0:
+                applied.members.add(start)
+                windows["members"].add(start)
+        self._trending(pipe, windows["topics:minute"], applied, windows)
+        for name, starts in windows.items():
+            if not starts:  # e.g. no on-time topics in the batch: ZADD refuses an empty mapping
+                continue
+            for start in starts:
+                pipe.expire(keys(name, start), ttl)
+            pipe.zadd(keys(name, "windows"), {str(s): s for s in starts})
+            pipe.zremrangebyrank(keys(name, "windows"), 0, -MAX_INDEXED_WINDOWS - 1)
+
+    def _trending(self, pipe, minutes: set[int], applied: Applied, windows: dict[str, set[int]]) -> None:
+        """Rebuild every sliding window a changed bucket belongs to, as an absolute union."""
+        starts = {m - k * self.slide_ms for m in minutes for k in range(self.trending_steps)}
+        for start in sorted(starts):
+            buckets = [self.keys("topics", "minute", start + k * self.slide_ms)
+                       for k in range(self.trending_steps)]
+            pipe.zunionstore(self.keys("trending", start), buckets)
+            applied.trending.add(start)
+            windows["trending"].add(start)
+
+    def read_back(self, applied: Applied, windows_ms: Mapping[str, int], top_n: int,
+                  ) -> list[dict[str, Any]]:
+        """The absolute values of what an apply changed, as rsvps.summaries records."""
+        keys, pipe = self.keys, self.client.pipeline(transaction=False)
+        cities = sorted(applied.cities)
+        trending = sorted(applied.trending)
+        members = sorted(applied.members)
+        events = sorted(applied.events)
+        for start, city in cities:
+            pipe.hget(keys("cities", start), city)
+        for start in trending:
+            pipe.zrevrange(keys("trending", start), 0, top_n - 1, withscores=True)
+        for start in members:
+            pipe.pfcount(keys("members", start))
+        for event_id in events:
+            pipe.hgetall(keys("event", event_id))
+        if applied.topics:
+            pipe.zrevrange(keys("topics", "all"), 0, top_n - 1, withscores=True)
+        results = iter(pipe.execute())
+        out: list[dict[str, Any]] = []
+        for start, city in cities:
+            out.append(_window("city_window", f"city_window/{start}/{city}", start, windows_ms["city"])
+                       | {"city": city, "count": int(next(results) or 0)})
+        for start in trending:
+            out.append(_window("trending", f"trending/{start}", start, windows_ms["trending"])
+                       | {"items": _items(next(results))})
+        for start in members:
+            out.append(_window("members_window", f"members_window/{start}", start, windows_ms["members"])
+                       | {"approx_distinct": int(next(results)), "error": HLL_ERROR})
+        for event_id in events:
+            values = next(results)
+            out.append({"kind": "event", "key": f"event/{event_id}", "event_id": event_id,
+                        "event_name": values.get("event_name"),
+                        **{name: int(values.get(name, 0)) for name in ("yes", "no", "guests")}})
+        if applied.topics:
+            out.append({"kind": "top_topics", "key": "top_topics", "items": _items(next(results))})
+        return out
+
+    def record_metrics(self, query: str, metrics: Mapping[str, Any]) -> None:
+        """The last batch's metrics (hash) and the last HISTORY batches (list, newest first)."""
+        text = json.dumps(metrics)
+        flat: dict[Any, Any] = {k: json.dumps(v) if isinstance(v, dict | list) else str(v)
+                                for k, v in metrics.items()}
+        with self.client.pipeline(transaction=True) as pipe:
+            pipe.delete(self.keys("metrics", query))
+            pipe.hset(self.keys("metrics", query), mapping=flat)
+            pipe.lpush(self.keys("metrics", query, "history"), text)
+            pipe.ltrim(self.keys("metrics", query, "history"), 0, HISTORY - 1)
+            pipe.execute()
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self.client.close()
+
+
+def _parse_fence(raw: Mapping[Any, Any]) -> dict[Partition, int]:
+    fence: dict[Partition, int] = {}
+    for name, value in raw.items():
+        topic, sep, partition = name.rpartition(":")
+        if sep and partition.isdigit():
+            fence[(topic, int(partition))] = int(value)
+    return fence
+
+
+def _window(kind: str, key: str, start: int, size_ms: int) -> dict[str, Any]:
+    return {"kind": kind, "key": key, "window_start_ms": start, "window_end_ms": start + size_ms}
+
+
+def _items(pairs: Sequence[tuple[str, float]]) -> list[dict[str, Any]]:
+    return [{"item": item, "count": int(score), "error": 0} for item, score in pairs]

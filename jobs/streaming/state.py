@@ -1,0 +1,194 @@
+"""A streaming query's state beside its Spark checkpoint: watermarks, fingerprint, lock.
+
+Layout for query ``q`` under ``lake.checkpoint_root`` (local paths):
+
+- ``q/``                      Spark's checkpoint (offsets, commits, sources)
+- ``q/kappa-state/watermarks/<batch_id>.json``  the watermark a batch used and the max event
+  time after it, so a batch replayed after a crash uses the same watermark
+- ``q.fingerprint.json``      what the checkpoint was built for (source topics, stateful shape)
+- ``q.lock``                  held (flock) by the running job: never two copies of one query
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jobs.common.errors import KappaError
+
+STATE_FORMAT = "kappa-streaming-state/1"
+KEEP_WATERMARKS = 200
+
+
+class CheckpointError(KappaError):
+    """A checkpoint cannot be used as it is; the message names the recovery options."""
+
+
+class AlreadyRunning(KappaError):
+    """Another process runs the same query."""
+
+    exit_code = 3
+
+
+@dataclass(frozen=True)
+class BatchWatermark:
+    """The watermark a batch uses (None before any event) and the max event time after it."""
+
+    watermark_ms: int | None
+    max_event_ms: int | None
+
+
+def checkpoint_path(root: str, query: str) -> Path:
+    """The Spark checkpoint folder of a query (named from the query, STYLE.md 13)."""
+    return Path(root.removeprefix("file://")) / query
+
+
+class WatermarkLog:
+    """Per-batch watermark records under ``<checkpoint>/kappa-state/watermarks``."""
+
+    def __init__(self, checkpoint: Path, delay_ms: int) -> None:
+        self.folder = checkpoint / "kappa-state" / "watermarks"
+        self.delay_ms = delay_ms
+
+    def for_batch(self, batch_id: int) -> BatchWatermark:
+        """The watermark of ``batch_id``: the recorded one when replayed, else from the last batch."""
+        recorded = self._read(batch_id)
+        if recorded is not None:
+            return BatchWatermark(recorded["watermark_ms"], recorded["max_event_ms_before"])
+        before = self._latest_before(batch_id)
+        watermark = None if before is None else before - self.delay_ms
+        return BatchWatermark(watermark, before)
+
+    def record(self, batch_id: int, used: BatchWatermark, max_after: int | None) -> None:
+        """Record what ``batch_id`` used and reached (after its effects, before Spark commits)."""
+        _write_json(self.folder / f"{batch_id}.json", {
+            "batch_id": batch_id, "watermark_ms": used.watermark_ms,
+            "max_event_ms_before": used.max_event_ms, "max_event_ms": max_after})
+        for old in sorted(self._ids())[:-KEEP_WATERMARKS]:
+            (self.folder / f"{old}.json").unlink(missing_ok=True)
+
+    def _ids(self) -> list[int]:
+        if not self.folder.is_dir():
+            return []
+        return [int(p.stem) for p in self.folder.glob("*.json") if p.stem.isdigit()]
+
+    def _read(self, batch_id: int) -> dict[str, Any] | None:
+        path = self.folder / f"{batch_id}.json"
+        return json.loads(path.read_text()) if path.is_file() else None
+
+    def _latest_before(self, batch_id: int) -> int | None:
+        earlier = [i for i in self._ids() if i < batch_id]
+        if not earlier:
+            seed = self.folder / "seed.json"  # carried over by a checkpoint rebuild or reset
+            return json.loads(seed.read_text()).get("max_event_ms") if seed.is_file() else None
+        data = self._read(max(earlier)) or {}
+        return data.get("max_event_ms")
+
+
+def fingerprint(source_topics: list[str], windows: dict[str, int], sinks: list[str]) -> dict[str, Any]:
+    """What a checkpoint's offsets and state mean; a change makes the checkpoint unusable."""
+    return {"format": STATE_FORMAT, "source_topics": sorted(source_topics),
+            "windows_ms": dict(sorted(windows.items())), "sinks": sorted(sinks)}
+
+
+def check_fingerprint(checkpoint: Path, expected: dict[str, Any], query: str) -> None:
+    """Write the fingerprint of a new checkpoint; refuse an existing one built for something else."""
+    path = checkpoint.with_name(checkpoint.name + ".fingerprint.json")
+    has_offsets = (checkpoint / "offsets").is_dir() and any((checkpoint / "offsets").iterdir())
+    if path.is_file():
+        found = json.loads(path.read_text())
+        if found != expected:
+            changed = sorted(k for k in set(found) | set(expected) if found.get(k) != expected.get(k))
+            raise CheckpointError(
+                f"the checkpoint of query {query!r} at {checkpoint} was built for a different "
+                f"query ({', '.join(changed)} changed: was {[found.get(k) for k in changed]}, now "
+                f"{[expected.get(k) for k in changed]}). Recover with one of: revert the config; "
+                f"`kappa stream checkpoint reset {query} --to <timestamp>` (new checkpoint from a "
+                f"time); `kappa stream checkpoint rebuild {query}` (from the offsets the sinks "
+                "recorded); or run under a new streaming.query_name. See docs/runbooks/checkpoint.md")
+        return
+    if has_offsets:
+        raise CheckpointError(
+            f"the checkpoint of query {query!r} at {checkpoint} has no fingerprint "
+            f"({path.name}); it was not written by this job. Inspect it with `kappa stream "
+            f"checkpoint inspect {query}`, then rebuild or reset it (docs/runbooks/checkpoint.md)")
+    _write_json(path, expected)
+
+
+class QueryLock:
+    """An exclusive flock on ``<checkpoint>.lock`` held while the query runs."""
+
+    def __init__(self, checkpoint: Path, query: str) -> None:
+        self.path = checkpoint.with_name(checkpoint.name + ".lock")
+        self.query = query
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        """Take the lock or raise AlreadyRunning naming the holder's pid."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise AlreadyRunning(f"query {self.query!r} already runs (pid {holder}, lock "
+                                 f"{self.path}); stop it first (`kappa stream stop`)") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        """Drop the lock (also dropped by the kernel when the process dies)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def lock_holder(checkpoint: Path) -> int | None:
+    """The pid holding a query's lock, or None when it does not run."""
+    path = checkpoint.with_name(checkpoint.name + ".lock")
+    if not path.is_file():
+        return None
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        text = path.read_text().strip()
+        return int(text) if text.isdigit() else -1
+    finally:
+        os.close(fd)
+    return None
+
+
+def last_offsets(checkpoint: Path) -> tuple[int, dict[str, dict[str, int]]] | None:
+    """The last planned batch id and its end offsets from Spark's offset log (None if empty)."""
+    folder = checkpoint / "offsets"
+    ids = sorted(int(p.name) for p in folder.glob("*") if p.name.isdigit()) if folder.is_dir() else []
+    if not ids:
+        return None
+    lines = (folder / str(ids[-1])).read_text().splitlines()
+    sources = [json.loads(line) for line in lines[2:] if line.strip().startswith("{")]
+    return ids[-1], (sources[0] if sources else {})
+
+
+def last_committed(checkpoint: Path) -> int | None:
+    """The last batch id Spark committed (None if none)."""
+    folder = checkpoint / "commits"
+    ids = [int(p.name) for p in folder.glob("*") if p.name.isdigit()] if folder.is_dir() else []
+    return max(ids) if ids else None
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    with os.fdopen(handle, "w") as out:
+        json.dump(data, out)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, path)

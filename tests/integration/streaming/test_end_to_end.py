@@ -1,0 +1,138 @@
+"""The streaming job end to end on the embedded stack: generated events with late, duplicate and
+malformed ones in, Redis summaries / rsvps.analyzed / rsvps.dlq / metrics out, each checked
+against an independent plain-Python computation (tests/integration/streaming/expected.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from jobs.collector.generator import FaultMix, RsvpGenerator
+from jobs.common.config import KappaConfig
+from jobs.streaming.job import RunSpec, run_stream
+from tests.integration.streaming.conftest import produce
+from tests.integration.streaming.expected import Expected, Sent, compute, metrics_batches, read_topic
+
+FAULTS = FaultMix(late=0.03, out_of_order=0.05, duplicates=0.03, malformed=0.01)
+HLL_BOUND = 3 * 0.0081  # three standard errors of Redis HyperLogLog
+
+
+def generate(count: int, seed: int = 11, partitions: int = 3) -> list[Sent]:
+    """Generated lines with the position each will take (round-robin, fresh topic)."""
+    items = RsvpGenerator(seed=seed, faults=FAULTS).generate(count)
+    return [Sent(i % partitions, i // partitions, g.line, g.kind) for i, g in enumerate(items)]
+
+
+def check_redis(cfg: KappaConfig, redis_client, expected: Expected) -> None:
+    p = cfg.streaming.redis_prefix
+
+    def text(value) -> str:
+        return value.decode() if isinstance(value, bytes) else value
+
+    totals = {text(k): int(v) for k, v in redis_client.hgetall(f"{p}:totals").items()}
+    assert totals == {k: v for k, v in expected.totals.items() if v}
+    topics = {text(k): int(v) for k, v in redis_client.zrange(f"{p}:topics:all", 0, -1, withscores=True)}
+    assert topics == dict(expected.topics)
+    for start, counts in expected.cities.items():
+        found = {text(k): int(v) for k, v in redis_client.hgetall(f"{p}:cities:{start}").items()}
+        assert found == dict(counts), f"cities window {start}"
+    assert len(redis_client.zrange(f"{p}:cities:windows", 0, -1)) == len(expected.cities)
+    for start, counts in expected.trending.items():
+        found = {text(k): int(v) for k, v in
+                 redis_client.zrange(f"{p}:trending:{start}", 0, -1, withscores=True)}
+        assert found == dict(counts), f"trending window {start}"
+    for start, members in expected.members.items():
+        estimate = redis_client.pfcount(f"{p}:members:{start}")
+        assert abs(estimate - len(members)) <= max(1, HLL_BOUND * len(members)), f"members {start}"
+    for event_id, counts in expected.events.items():
+        found = {text(k): text(v) for k, v in redis_client.hgetall(f"{p}:event:{event_id}").items()}
+        assert {k: int(found.get(k, 0)) for k in ("yes", "no", "guests")} == {
+            k: counts[k] for k in ("yes", "no", "guests")}, event_id
+    assert redis_client.ttl(f"{p}:cities:{next(iter(expected.cities))}") > 0
+
+
+def check_kafka(cfg: KappaConfig, props, expected: Expected, allow_duplicates: bool = False) -> None:
+    s = cfg.streaming
+    analyzed = [json.loads(m.value()) for m in read_topic(props, s.analyzed_topic, 3)]
+    positions = [(r["source_partition"], r["source_offset"]) for r in analyzed]
+    assert set(positions) == expected.valid_positions
+    if not allow_duplicates:
+        assert len(positions) == len(set(positions))
+    assert {r["schema_version"] for r in analyzed} == {1}
+    assert sum(r["late"] for r in {(r["source_partition"], r["source_offset"]): r
+                                   for r in analyzed}.values()) == expected.totals["late"]
+    dead = read_topic(props, s.dlq_topic, 1)
+    reasons = {}
+    for message in dead:
+        headers = {k: v.decode() for k, v in message.headers()}
+        position = (int(headers["kappa.source_partition"]), int(headers["kappa.source_offset"]))
+        reasons[position] = headers["kappa.reason"].split(":", 1)[0]
+        assert headers["kappa.source_topic"] == s.source_topic
+        assert ": " in headers["kappa.reason"]  # code and detail
+    assert reasons == expected.invalid
+    if not allow_duplicates:
+        assert len(dead) == len(expected.invalid)
+
+
+def check_metrics(batches, total: int) -> None:
+    assert sum(b["input_rows"] for b in batches) == total
+    for batch in batches:
+        assert batch["input_rows"] == batch["valid_rows"] + batch["dlq_rows"]
+        assert batch["late_rows"] <= batch["valid_rows"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_fifty_thousand_events_match_an_independent_computation(stream_cfg, spark, redis_client,
+                                                                 kafka_props):
+    sent = generate(50_000)
+    produce(stream_cfg, stream_cfg.streaming.source_topic, (s.line for s in sent))
+    report = run_stream(stream_cfg, RunSpec(mode="replay", ending="latest",
+                                            max_offsets_per_trigger=20_000))
+    assert report.records_read == 50_000
+    s = stream_cfg.streaming
+    batches = metrics_batches(kafka_props, s.metrics_topic, report.query)
+    assert len(batches) == report.batches >= 3
+    check_metrics(batches, 50_000)
+    expected = compute(sent, batches, s.source_topic)
+    assert expected.totals["late"] > 0 and expected.totals["dlq"] > 0
+    assert report.dead_lettered == expected.totals["dlq"] and report.late == expected.totals["late"]
+    check_redis(stream_cfg, redis_client, expected)
+    check_kafka(stream_cfg, kafka_props, expected)
+    summaries = [json.loads(m.value()) for m in read_topic(kafka_props, s.summaries_topic, 3)]
+    latest_top = [r for r in summaries if r["kind"] == "top_topics"][-1]
+    top = expected.topics.most_common()
+    assert [i["count"] for i in latest_top["items"]] == [c for _, c in top[: s.top_n]]
+    assert all(i["error"] == 0 for i in latest_top["items"])
+
+
+def test_a_replay_of_a_range_twice_leaves_redis_as_after_the_first(stream_cfg, spark, redis_client):
+    sent = generate(3_000, seed=5)
+    produce(stream_cfg, stream_cfg.streaming.source_topic, (s.line for s in sent))
+    spec = RunSpec(mode="replay", ending="latest", max_offsets_per_trigger=1_500, sinks=frozenset({"redis"}))
+    run_stream(stream_cfg, spec)
+    prefix = stream_cfg.streaming.redis_prefix
+
+    def snapshot() -> dict:
+        keys = sorted(k for k in redis_client.scan_iter(f"{prefix}:*") if b":metrics:" not in k)
+        state = {}
+        for key in keys:
+            kind = redis_client.type(key)
+            if kind == b"hash":
+                value = redis_client.hgetall(key)
+                value.pop(b"updated_ms", None)
+                value.pop(b"batch_id", None)
+                value.pop(b"query", None)
+            elif kind == b"zset":
+                value = redis_client.zrange(key, 0, -1, withscores=True)
+            else:
+                value = redis_client.dump(key)
+            state[key] = value
+        return state
+
+    first = snapshot()
+    again = run_stream(stream_cfg, RunSpec(mode="replay", ending="latest", max_offsets_per_trigger=1_000,
+                                           sinks=frozenset({"redis"}), fresh=True))
+    assert again.records_read == 3_000
+    assert snapshot() == first

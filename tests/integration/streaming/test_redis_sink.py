@@ -1,0 +1,159 @@
+"""The fenced Redis sink of the summaries against the session's real Redis (one prefix per test)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from jobs.common.config import KappaConfig
+from jobs.streaming.redis_sink import FenceMoved, RedisSummarySink
+
+T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+MINUTE = 60_000
+WINDOWS_MS = {"city": MINUTE, "trending": 10 * MINUTE, "members": MINUTE}
+RAW0, RAW1 = ("rsvps.raw", 0), ("rsvps.raw", 1)
+
+
+def inc(kind: str, start: int, item: str, n: int = 1, no: int = 0, guests: int = 0,
+        label: str | None = None) -> dict[str, object]:
+    return {"kind": kind, "window_start": start, "item": item, "n": n, "no": no, "guests": guests,
+            "label": label}
+
+
+BATCH = [
+    inc("city", T0, "Barcelona", 2),
+    inc("city", T0 + MINUTE, "Madrid"),
+    inc("topic_minute", T0, "Salsa", 2),
+    inc("topic_minute", T0, "Comedy"),
+    inc("topic_minute", T0 + MINUTE, "Salsa"),
+    inc("topic", 0, "Salsa", 5),
+    inc("topic", 0, "Comedy", 1),
+    inc("member", T0, "1"),
+    inc("member", T0, "2"),
+    inc("member_all", 0, "1", 2),
+    inc("member_all", 0, "2"),
+    inc("member_all", 0, "3"),
+    inc("event", 0, "e1", n=3, no=1, guests=4, label="Mixer"),
+]
+META = {"batch_id": 4, "query": "q-test", "totals": {"input": 9, "valid": 7, "dlq": 2, "late": 1}}
+
+
+@pytest.fixture()
+def sink(stack: KappaConfig) -> Iterator[RedisSummarySink]:
+    prefix = f"t{uuid.uuid4().hex[:8]}"
+    cfg = stack.model_copy(update={"streaming": stack.streaming.model_copy(update={"redis_prefix": prefix})})
+    sink = RedisSummarySink(cfg)
+    sink.setup()
+    try:
+        yield sink
+    finally:
+        keys = list(sink.client.scan_iter(f"{prefix}:*"))
+        if keys:
+            sink.client.delete(*keys)
+        sink.close()
+
+
+def test_apply_then_read_back(sink: RedisSummarySink) -> None:
+    assert sink.fence() == {}
+    applied = sink.apply(BATCH, {}, {RAW0: 10, RAW1: 4}, META)
+    records = sink.read_back(applied, WINDOWS_MS, top_n=1)
+    by_key = {record["key"]: record for record in records}
+    assert by_key["city_window/1767225600000/Barcelona"] == {
+        "kind": "city_window", "key": "city_window/1767225600000/Barcelona",
+        "window_start_ms": T0, "window_end_ms": T0 + MINUTE, "city": "Barcelona", "count": 2}
+    assert by_key["city_window/1767225660000/Madrid"]["count"] == 1
+    assert by_key["members_window/1767225600000"] == {
+        "kind": "members_window", "key": "members_window/1767225600000", "window_start_ms": T0,
+        "window_end_ms": T0 + MINUTE, "approx_distinct": 2, "error": 0.0081}
+    assert by_key["event/e1"] == {"kind": "event", "key": "event/e1", "event_id": "e1",
+                                  "event_name": "Mixer", "yes": 3, "no": 1, "guests": 4}
+    assert by_key["top_topics"] == {"kind": "top_topics", "key": "top_topics",
+                                    "items": [{"item": "Salsa", "count": 5, "error": 0}]}
+    assert by_key[f"trending/{T0}"]["items"] == [{"item": "Salsa", "count": 3, "error": 0}]
+    # minute buckets T0 and T0+1m feed the 10-minute windows starting T0-9m .. T0+1m
+    trending = sorted(r["window_start_ms"] for r in records if r["kind"] == "trending")
+    assert trending == [T0 + k * MINUTE for k in range(-9, 2)]
+    assert len(records) == 2 + 11 + 1 + 1 + 1
+
+    r, key = sink.client, sink.keys
+    assert sink.fence() == {RAW0: 10, RAW1: 4}
+    fence = r.hgetall(key.fence)
+    assert (fence["batch_id"], fence["query"]) == ("4", "q-test")
+    assert r.hgetall(key("totals")) == {"input": "9", "valid": "7", "dlq": "2", "late": "1"}
+    assert r.pfcount(key("members", "all")) == 3
+    assert r.zrange(key("cities", "windows"), 0, -1) == [str(T0), str(T0 + MINUTE)]
+
+
+def test_trending_windows_are_the_union_of_their_minute_buckets(sink: RedisSummarySink) -> None:
+    sink.apply(BATCH, {}, {RAW0: 10}, META)
+    r, key = sink.client, sink.keys
+    assert r.zrange(key("trending", T0), 0, -1, withscores=True) == [("Comedy", 1.0), ("Salsa", 3.0)]
+    assert r.zrange(key("trending", T0 - 9 * MINUTE), 0, -1, withscores=True) == [
+        ("Comedy", 1.0), ("Salsa", 2.0)]
+    assert r.zrange(key("trending", T0 + MINUTE), 0, -1, withscores=True) == [("Salsa", 1.0)]
+    assert not r.exists(key("trending", T0 - 10 * MINUTE))
+    # a later batch adds to one bucket: every window holding it is rebuilt from the buckets
+    sink.apply([inc("topic_minute", T0 + 9 * MINUTE, "Comedy", 4)], {RAW0: 10}, {RAW0: 12}, META)
+    assert r.zrange(key("trending", T0), 0, -1, withscores=True) == [("Salsa", 3.0), ("Comedy", 5.0)]
+    assert r.zrange(key("trending", T0 + MINUTE), 0, -1, withscores=True) == [
+        ("Salsa", 1.0), ("Comedy", 4.0)]
+    assert r.zrange(key("trending", T0 - 9 * MINUTE), 0, -1, withscores=True) == [
+        ("Comedy", 1.0), ("Salsa", 2.0)]
+
+
+def test_window_keys_have_ttls_and_all_time_keys_none(sink: RedisSummarySink) -> None:
+    sink.apply(BATCH, {}, {RAW0: 10}, META)
+    r, key, streaming = sink.client, sink.keys, sink.cfg.streaming
+    for name in (key("cities", T0), key("topics", "minute", T0), key("trending", T0), key("members", T0)):
+        assert 0 < r.ttl(name) <= streaming.window_ttl_s, name
+    assert 0 < r.ttl(key("event", "e1")) <= streaming.event_ttl_s
+    assert streaming.window_ttl_s != streaming.event_ttl_s
+    assert r.ttl(key("event", "e1")) > streaming.window_ttl_s
+    for name in (key("topics", "all"), key("members", "all"), key("cities", "windows"),
+                 key("trending", "windows"), key("members", "windows"), key.fence, key("totals")):
+        assert r.ttl(name) == -1, name
+
+
+def test_a_second_apply_with_a_stale_fence_raises_and_changes_nothing(sink: RedisSummarySink) -> None:
+    sink.apply(BATCH, {}, {RAW0: 10, RAW1: 4}, META)
+    before = {name: sink.client.dump(name) for name in sink.client.scan_iter(f"{sink.keys.prefix}:*")}
+    with pytest.raises(FenceMoved, match=r"the Redis fence moved .*\('rsvps.raw', 0\): 10"):
+        sink.apply(BATCH, {}, {RAW0: 10, RAW1: 4}, META)
+    after = {name: sink.client.dump(name) for name in sink.client.scan_iter(f"{sink.keys.prefix}:*")}
+    assert after == before
+    # with the fence it read, the next batch applies; a partition new to the fence starts unset
+    sink.apply([inc("city", T0, "Barcelona")], sink.fence(), {RAW0: 15, ("rsvps.raw", 2): 1}, META)
+    assert sink.client.hget(sink.keys("cities", T0), "Barcelona") == "3"
+    assert sink.fence() == {RAW0: 15, RAW1: 4, ("rsvps.raw", 2): 1}
+
+
+def test_batches_with_nothing_windowed_or_nothing_at_all_apply(sink: RedisSummarySink) -> None:
+    """A batch of late rows only feeds all-time kinds; a replayed batch (every row below the fence,
+    filtered out) has no increments: both move the fence and change nothing else."""
+    late_only = [inc("topic", 0, "Salsa"), inc("member_all", 0, "9"), inc("event", 0, "e1", n=0, no=1)]
+    applied = sink.apply(late_only, {}, {RAW0: 3}, META)
+    assert sink.client.zscore(sink.keys("topics", "all"), "Salsa") == 1.0
+    assert not sink.client.exists(sink.keys("topics", "minute", "windows"))
+    assert not sink.client.exists(sink.keys("cities", "windows"))
+    assert [r["kind"] for r in sink.read_back(applied, WINDOWS_MS, top_n=3)] == ["event", "top_topics"]
+    applied = sink.apply([], sink.fence(), {RAW0: 3}, META)
+    assert sink.read_back(applied, WINDOWS_MS, top_n=3) == []
+    assert sink.fence() == {RAW0: 3}
+    assert sink.client.zscore(sink.keys("topics", "all"), "Salsa") == 1.0
+
+
+def test_metrics_hash_and_history(sink: RedisSummarySink) -> None:
+    for batch_id in range(102):
+        sink.record_metrics("q-test", {"batch_id": batch_id, "input_rows": 10 * batch_id,
+                                       "end_offsets": {"rsvps.raw": {"0": batch_id}}})
+    r, key = sink.client, sink.keys
+    assert r.hgetall(key("metrics", "q-test")) == {
+        "batch_id": "101", "input_rows": "1010", "end_offsets": '{"rsvps.raw": {"0": 101}}'}
+    history = [json.loads(item) for item in r.lrange(key("metrics", "q-test", "history"), 0, -1)]
+    assert len(history) == 100
+    assert [h["batch_id"] for h in history[:2]] == [101, 100]
+    assert history[-1]["batch_id"] == 2
+    assert history[0]["end_offsets"] == {"rsvps.raw": {"0": 101}}

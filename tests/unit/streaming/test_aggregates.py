@@ -1,0 +1,93 @@
+"""Summary increments of four analyzed rows (one late), expected rows written by hand."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import Row
+from pyspark.testing import assertDataFrameEqual
+
+from jobs.streaming.aggregates import INCREMENT_COLUMNS, Windows, increment_rows, summary_increments
+
+T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z, a multiple of every window size below
+MINUTE = 60_000
+# Window sizes that differ, so a mix-up of one for another shows.
+WINDOWS = Windows(city_ms=MINUTE, trending_ms=5 * MINUTE, trending_slide_ms=MINUTE, members_ms=2 * MINUTE)
+ANALYZED = ("event_time_ms long, event_id string, event_name string, member_id long, response string, "
+            "guests long, topics array<string>, city string, late boolean")
+
+
+@pytest.fixture()
+def rows(spark):
+    return spark.createDataFrame([
+        (T0 + 5_000, "e1", "Mixer", 1, "yes", 2, ["Salsa", "Comedy"], "Barcelona", False),
+        (T0 + 70_000, "e1", "Mixer", 2, "no", 3, ["Salsa"], "Barcelona", False),
+        (T0 + 130_000, "e2", "Walk", 1, "yes", 0, ["Comedy"], "Madrid", False),
+        (T0 - 200_000, "e2", "Walk", 3, "no", 1, ["Salsa"], "Madrid", True),  # late
+    ], ANALYZED)
+
+
+def increments(*tuples: tuple) -> list[Row]:
+    return [Row(**dict(zip(INCREMENT_COLUMNS, values, strict=True))) for values in tuples]
+
+
+def test_increment_rows(rows) -> None:
+    expected = increments(
+        # row 1, T0 + 5 s
+        ("city", T0, "Barcelona", 1, 0, 0, None),
+        ("member", T0, "1", 1, 0, 0, None),
+        ("member_all", 0, "1", 1, 0, 0, None),
+        ("event", 0, "e1", 1, 0, 2, "Mixer"),
+        ("topic", 0, "Salsa", 1, 0, 0, None),
+        ("topic_minute", T0, "Salsa", 1, 0, 0, None),
+        ("topic", 0, "Comedy", 1, 0, 0, None),
+        ("topic_minute", T0, "Comedy", 1, 0, 0, None),
+        # row 2, T0 + 70 s: a "no" brings no guests
+        ("city", T0 + MINUTE, "Barcelona", 1, 0, 0, None),
+        ("member", T0, "2", 1, 0, 0, None),
+        ("member_all", 0, "2", 1, 0, 0, None),
+        ("event", 0, "e1", 0, 1, 0, "Mixer"),
+        ("topic", 0, "Salsa", 1, 0, 0, None),
+        ("topic_minute", T0 + MINUTE, "Salsa", 1, 0, 0, None),
+        # row 3, T0 + 130 s: the second members window
+        ("city", T0 + 2 * MINUTE, "Madrid", 1, 0, 0, None),
+        ("member", T0 + 2 * MINUTE, "1", 1, 0, 0, None),
+        ("member_all", 0, "1", 1, 0, 0, None),
+        ("event", 0, "e2", 1, 0, 0, "Walk"),
+        ("topic", 0, "Comedy", 1, 0, 0, None),
+        ("topic_minute", T0 + 2 * MINUTE, "Comedy", 1, 0, 0, None),
+        # row 4, late: all-time kinds only
+        ("member_all", 0, "3", 1, 0, 0, None),
+        ("event", 0, "e2", 0, 1, 0, "Walk"),
+        ("topic", 0, "Salsa", 1, 0, 0, None),
+    )
+    assertDataFrameEqual(rows.transform(increment_rows(WINDOWS)), expected)
+
+
+def test_summary_increments(rows) -> None:
+    expected = increments(
+        ("city", T0, "Barcelona", 1, 0, 0, None),
+        ("city", T0 + MINUTE, "Barcelona", 1, 0, 0, None),
+        ("city", T0 + 2 * MINUTE, "Madrid", 1, 0, 0, None),
+        ("topic_minute", T0, "Salsa", 1, 0, 0, None),
+        ("topic_minute", T0, "Comedy", 1, 0, 0, None),
+        ("topic_minute", T0 + MINUTE, "Salsa", 1, 0, 0, None),
+        ("topic_minute", T0 + 2 * MINUTE, "Comedy", 1, 0, 0, None),
+        ("topic", 0, "Salsa", 3, 0, 0, None),
+        ("topic", 0, "Comedy", 2, 0, 0, None),
+        ("member", T0, "1", 1, 0, 0, None),
+        ("member", T0, "2", 1, 0, 0, None),
+        ("member", T0 + 2 * MINUTE, "1", 1, 0, 0, None),
+        ("member_all", 0, "1", 2, 0, 0, None),
+        ("member_all", 0, "2", 1, 0, 0, None),
+        ("member_all", 0, "3", 1, 0, 0, None),
+        ("event", 0, "e1", 1, 1, 2, "Mixer"),
+        ("event", 0, "e2", 1, 1, 0, "Walk"),
+    )
+    result = rows.transform(summary_increments(WINDOWS))
+    assert tuple(result.columns) == INCREMENT_COLUMNS
+    assertDataFrameEqual(result, expected)
+
+
+def test_windows_refuse_a_slide_that_does_not_divide() -> None:
+    with pytest.raises(ValueError, match="not a multiple of its slide"):
+        Windows(trending_ms=150_000, trending_slide_ms=60_000)
