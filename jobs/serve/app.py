@@ -1,0 +1,77 @@
+"""The ASGI application of ``kappa serve``: REST, streams, dashboard, health and metrics."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.responses import FileResponse, JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import SecretStr
+
+from jobs.common.config import KappaConfig
+from jobs.serve import rest, streams
+from jobs.serve.guard import Guard
+from jobs.serve.service import Service
+
+DASHBOARD = Path(__file__).with_name("static") / "dashboard.html"
+DESCRIPTION = (
+    "Live summaries of the kappa platform (Redis) over REST, and the analyzed RSVPs and summary "
+    "updates (Kafka) over server-sent events and WebSocket, filtered by topic and city and "
+    "resumable by event id. Guide: docs/api.md.")
+
+
+def build_app(cfg: KappaConfig, token: SecretStr | None) -> Guard:
+    """The application wrapped in the auth/rate-limit guard (``.service`` is the shared state)."""
+    service = Service(cfg, token)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await service.start()
+        try:
+            yield
+        finally:
+            await service.stop()
+
+    app = FastAPI(title="kappa data access", version="1", description=DESCRIPTION, lifespan=lifespan)
+    app.state.service = service
+    app.include_router(rest.router)
+    app.include_router(streams.router)
+    app.add_api_route("/healthz", healthz, methods=["GET"], tags=["operations"],
+                      summary="Health: Redis answers and both shared consumers poll")
+    app.add_api_route("/metrics", metrics, methods=["GET"], tags=["operations"],
+                      summary="Prometheus metrics", response_class=Response)
+    app.add_api_route("/", dashboard, methods=["GET"], include_in_schema=False)
+    app.add_api_route("/dashboard", dashboard, methods=["GET"], tags=["dashboard"],
+                      summary="The live dashboard page", response_class=FileResponse)
+    return Guard(app, service)
+
+
+async def healthz(request: Request) -> JSONResponse:
+    """200 when Redis answers and both consumers polled in the last 10 s, else 503 with reasons."""
+    service: Service = request.app.state.service
+    problems = [f"{stream} consumer of {feed.topic} is not polling ({feed.last_error or 'stalled'})"
+                for stream, feed in service.feeds.items() if not feed.healthy()]
+    try:
+        await service.redis.ping()
+    except Exception as exc:
+        problems.append(f"redis: {exc}")
+    body = {"ok": not problems, "problems": problems, "topics": service.topics,
+            **(service.hub.state() if service.hub else {})}
+    return JSONResponse(body, 200 if not problems else 503)
+
+
+async def metrics(request: Request) -> Response:
+    """Prometheus text format (the service's own registry)."""
+    service: Service = request.app.state.service
+    if service.hub is not None:
+        for stream, lag in service.lag().items():
+            service.metrics.lag.labels(stream).set(lag)
+    return Response(generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+async def dashboard() -> FileResponse:
+    """The dashboard: one HTML file, no build step."""
+    return FileResponse(DASHBOARD, media_type="text/html")

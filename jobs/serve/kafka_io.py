@@ -1,0 +1,183 @@
+"""Kafka edges of the service: one shared consumer per topic, and short-lived resume readers.
+
+The shared consumer is assigned every partition of its topic at the high watermark found at
+start (no consumer group, nothing committed: positions travel in event ids) and hands parsed
+batches to the hub on the event loop. A resume reader is assigned from a client's position
+vector up to the hub's position at that moment and is closed when it gets there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+from jobs.serve.records import Record, build_record
+
+logger = logging.getLogger(__name__)
+
+POLL_S = 0.2
+HIGHS_REFRESH_S = 1.0
+METADATA_TIMEOUT_S = 10.0
+CONSUMER_DEFAULTS = {
+    "enable.auto.commit": False,
+    "enable.auto.offset.store": False,
+    "fetch.wait.max.ms": 50,
+    "receive.message.max.bytes": 128 * 1024 * 1024,
+    "log_level": 3,
+}
+
+
+def consumer(client_config: dict[str, Any], purpose: str, **extra: Any) -> Consumer:
+    """A consumer that never joins a group (partitions are assigned explicitly)."""
+    return Consumer({**CONSUMER_DEFAULTS, **client_config, **extra,
+                     "group.id": f"kappa-serve-{purpose}-{uuid.uuid4().hex[:8]}"})
+
+
+def watermarks(client: Consumer, topic: str) -> list[tuple[int, int]]:
+    """(low, high) offsets of every partition of a topic, in partition order."""
+    metadata = client.list_topics(topic, timeout=METADATA_TIMEOUT_S).topics.get(topic)
+    if metadata is None or metadata.error is not None or not metadata.partitions:
+        reason = metadata.error if metadata is not None else "not found"
+        raise RuntimeError(f"topic {topic!r} is not readable ({reason}); create it with "
+                           "`kappa topics apply` or point serve.*_topic at an existing one")
+    return [client.get_watermark_offsets(TopicPartition(topic, p), timeout=METADATA_TIMEOUT_S)
+            for p in sorted(metadata.partitions)]
+
+
+class SharedFeed:
+    """One consumer thread for one topic, fanned out through the hub."""
+
+    def __init__(self, stream: str, topic: str, client_config: dict[str, Any], batch: int,
+                 deliver: Callable[[list[Record]], None]) -> None:
+        self.stream, self.topic, self.batch = stream, topic, batch
+        self._deliver = deliver
+        self._consumer = consumer(client_config, stream)
+        self.start_offsets = [high for _, high in watermarks(self._consumer, topic)]
+        self._consumer.assign([TopicPartition(topic, p, offset)
+                               for p, offset in enumerate(self.start_offsets)])
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"serve-feed-{stream}", daemon=True)
+        self.last_poll = time.monotonic()
+        self.errors = 0
+        self.malformed = 0
+        self.last_error: str | None = None
+        self.highs = list(self.start_offsets)  # high watermarks as last fetched (this thread only)
+
+    def start(self) -> None:
+        """Start polling."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop polling and close the consumer."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+        self._consumer.close()
+
+    def healthy(self, stale_s: float = 10.0) -> bool:
+        """Whether the thread runs and polled recently."""
+        return self._thread.is_alive() and time.monotonic() - self.last_poll < stale_s
+
+    def _run(self) -> None:
+        refreshed = 0.0
+        while not self._stop.is_set():
+            messages = self._consumer.consume(self.batch, timeout=POLL_S)
+            self.last_poll = time.monotonic()
+            records = list(self._records(messages))
+            if records:
+                self._deliver(records)
+            if self.last_poll - refreshed > HIGHS_REFRESH_S:
+                refreshed = self.last_poll
+                self.highs = [int(self._consumer.get_watermark_offsets(
+                    TopicPartition(self.topic, p), cached=True)[1]) for p in range(len(self.start_offsets))]
+
+    def _records(self, messages: list[Any]) -> Iterator[Record]:
+        for message in messages:
+            if message.error() is not None:
+                self.errors += 1
+                self.last_error = str(message.error())
+                logger.warning("stream=%s topic=%s consumer error: %s", self.stream, self.topic,
+                               message.error())
+                continue
+            record = build_record(self.stream, message.partition(), message.offset(),
+                                  message.timestamp()[1], message.value())
+            if record is None:
+                self.malformed += 1
+                logger.debug("stream=%s partition=%d offset=%d not a JSON object; skipped",
+                             self.stream, message.partition(), message.offset())
+                continue
+            yield record
+
+
+class ResumeReader:
+    """Reads [from, to) of every partition of the given streams once, then closes (a thread)."""
+
+    def __init__(self, client_config: dict[str, Any], topics: dict[str, str],
+                 start: dict[str, list[int]], end: dict[str, list[int]], batch: int) -> None:
+        self.topics, self.batch = topics, batch
+        self.remaining = {(stream, p): end[stream][p]
+                          for stream in topics for p in range(len(end[stream]))
+                          if start[stream][p] < end[stream][p]}
+        self._consumer = consumer(client_config, "resume", **{"enable.partition.eof": True})
+        if self.remaining:
+            self._consumer.assign([
+                TopicPartition(topics[stream], p, start[stream][p] if start[stream][p] >= 0
+                               else OFFSET_BEGINNING)
+                for stream, p in self.remaining])
+        self._streams = {topic: stream for stream, topic in topics.items()}
+
+    def read(self) -> list[Record]:
+        """The next records in offset order per partition; [] once every partition is done."""
+        out: list[Record] = []
+        while self.remaining and not out:
+            for message in self._consumer.consume(self.batch, timeout=POLL_S):
+                self._take(message, out)
+        return out
+
+    def _take(self, message: Any, out: list[Record]) -> None:
+        stream = self._streams[message.topic()]
+        key = (stream, message.partition())
+        end = self.remaining.get(key)
+        if end is None:
+            return
+        error = message.error()
+        if error is not None:
+            if error.code() == KafkaError._PARTITION_EOF and message.offset() >= end:
+                del self.remaining[key]
+            elif error.code() != KafkaError._PARTITION_EOF:
+                raise RuntimeError(f"resume read of {message.topic()}[{message.partition()}]: {error}")
+            return
+        if message.offset() >= end:
+            del self.remaining[key]
+            return
+        record = build_record(stream, message.partition(), message.offset(), message.timestamp()[1],
+                              message.value())
+        if record is not None:
+            out.append(record)
+        if message.offset() + 1 >= end:
+            del self.remaining[key]
+
+    def close(self) -> None:
+        """Close the consumer."""
+        self._consumer.close()
+
+
+def low_watermarks(client_config: dict[str, Any], topics: dict[str, str]) -> dict[str, list[int]]:
+    """The first retained offset of every partition of each stream."""
+    client = consumer(client_config, "watermarks")
+    try:
+        return {stream: [low for low, _ in watermarks(client, topic)] for stream, topic in topics.items()}
+    finally:
+        client.close()
+
+
+async def in_thread(pool: Any, func: Callable[..., Any], *args: Any) -> Any:
+    """Run a blocking Kafka call on the resume pool."""
+    return await asyncio.get_running_loop().run_in_executor(pool, func, *args)

@@ -1,0 +1,121 @@
+"""The running service: config, shared feeds, hub, Redis client, resume pool, metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis.asyncio as aioredis
+from pydantic import SecretStr
+
+from jobs.common.config import KappaConfig
+from jobs.common.errors import ConfigError
+from jobs.serve.hub import Hub
+from jobs.serve.kafka_io import SharedFeed
+from jobs.serve.metrics import ServeMetrics
+from jobs.serve.records import STREAMS, Record
+
+logger = logging.getLogger(__name__)
+
+
+def auth_token(cfg: KappaConfig, environ: dict[str, str] | None = None) -> SecretStr | None:
+    """The bearer token from the environment; None (auth off) when unset and not required."""
+    environ = dict(os.environ) if environ is None else environ
+    value = environ.get(cfg.serve.auth_token_env, "").strip()
+    if value:
+        return SecretStr(value)
+    if cfg.serve.require_auth:
+        raise ConfigError(f"serve.require_auth is true but {cfg.serve.auth_token_env} is not set; "
+                          f"export {cfg.serve.auth_token_env}=<token> or set serve.require_auth: false")
+    return None
+
+
+def check_limits(cfg: KappaConfig) -> None:
+    """Fail at start on limits that would disconnect every client (one poll exceeds a buffer)."""
+    serve = cfg.serve
+    if serve.client_buffer < 2 * serve.consumer_batch:
+        raise ConfigError(f"serve.client_buffer ({serve.client_buffer}) must be at least twice "
+                          f"serve.consumer_batch ({serve.consumer_batch}): one poll of each shared "
+                          "consumer reaches a client's buffer at once")
+
+
+def stream_topics(cfg: KappaConfig) -> dict[str, str]:
+    """Topic of each stream: serve.*_topic, else the streaming job's output topics."""
+    return {"analyzed": cfg.serve.analyzed_topic or cfg.streaming.analyzed_topic,
+            "summaries": cfg.serve.summaries_topic or cfg.streaming.summaries_topic}
+
+
+@dataclass
+class Service:
+    """Everything the endpoints share; started and stopped by the app's lifespan."""
+
+    cfg: KappaConfig
+    token: SecretStr | None
+    metrics: ServeMetrics = field(default_factory=ServeMetrics)
+    topics: dict[str, str] = field(default_factory=dict)
+    feeds: dict[str, SharedFeed] = field(default_factory=dict)
+    hub: Hub | None = None
+    redis: Any = None
+    pool: ThreadPoolExecutor | None = None
+    prefix: str = "kappa"
+
+    @property
+    def kafka(self) -> dict[str, Any]:
+        """Client properties of every Kafka consumer the service makes."""
+        return self.cfg.kafka.client_config()
+
+    def running_hub(self) -> Hub:
+        """The hub (the service must be started)."""
+        if self.hub is None:
+            raise RuntimeError("the service is not started")
+        return self.hub
+
+    async def start(self) -> None:
+        """Connect Redis, start one shared consumer per stream, build the hub."""
+        loop = asyncio.get_running_loop()
+        serve = self.cfg.serve
+        check_limits(self.cfg)
+        self.topics = stream_topics(self.cfg)
+        self.prefix = self.cfg.streaming.redis_prefix
+        self.redis = aioredis.Redis(**self.cfg.redis.client_kwargs(), decode_responses=True,
+                                    socket_timeout=5, socket_connect_timeout=5)
+        self.pool = ThreadPoolExecutor(serve.catchup_workers, thread_name_prefix="serve-resume")
+
+        def deliver(records: list[Record]) -> None:
+            loop.call_soon_threadsafe(self._publish, records)
+
+        for stream in STREAMS:
+            self.feeds[stream] = await loop.run_in_executor(
+                self.pool, SharedFeed, stream, self.topics[stream], self.kafka,
+                serve.consumer_batch, deliver)
+        self.hub = Hub({s: list(f.start_offsets) for s, f in self.feeds.items()},
+                       serve.ring_buffer_size, on_overflow=self.metrics.overflows.inc)
+        for feed in self.feeds.values():
+            feed.start()
+        logger.info("serve started topics=%s position=%s", self.topics, self.hub.state()["position"])
+
+    def _publish(self, records: list[Record]) -> None:
+        hub = self.running_hub()
+        hub.publish(records)
+        self.metrics.received.labels(records[0].stream).inc(len(records))
+
+    async def stop(self) -> None:
+        """Stop the consumers, the resume pool and the Redis client."""
+        for feed in self.feeds.values():
+            await asyncio.to_thread(feed.stop)
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+        if self.redis is not None:
+            await self.redis.aclose()
+        logger.info("serve stopped")
+
+    def lag(self) -> dict[str, int]:
+        """High watermark (as last fetched by each consumer) minus the hub's position, per stream."""
+        hub = self.running_hub()
+        return {stream: sum(max(0, high - offset) for high, offset
+                            in zip(feed.highs, hub.position[stream], strict=False) if high >= 0)
+                for stream, feed in self.feeds.items()}

@@ -1,0 +1,183 @@
+"""Server-sent events and WebSocket endpoints over the hub (docs/api.md, "Streams")."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query, Request, WebSocket, WebSocketDisconnect
+from fastapi.responses import JSONResponse, Response
+from sse_starlette.sse import EventSourceResponse, SendTimeoutError
+
+from jobs.common.errors import KappaError
+from jobs.serve import positions, session
+from jobs.serve.hub import Subscriber
+from jobs.serve.records import Filter, Record, Status, make_filter
+from jobs.serve.service import Service
+
+logger = logging.getLogger(__name__)
+router = APIRouter(tags=["streams"])
+RETRY_MS = 1000
+WS_POLICY_VIOLATION = 1008
+WS_TRY_AGAIN_LATER = 1013
+
+StreamParam = Annotated[list[str] | None, Query(alias="stream",
+                        description="analyzed and/or summaries (repeat or comma-separate); default both")]
+TopicParam = Annotated[list[str] | None, Query(alias="topic", description="topic name (repeatable)")]
+CityParam = Annotated[list[str] | None, Query(alias="city", description="city (repeatable)")]
+ResumeParam = Annotated[str | None, Query(
+    description="resume after this event id (for clients that cannot send Last-Event-ID)")]
+
+
+class _EventStream(EventSourceResponse):
+    """An SSE response whose send timeout ends the connection quietly (the disconnect policy)."""
+
+    def __init__(self, *args: Any, service: Service, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.service = service
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except* SendTimeoutError:
+            self.service.metrics.send_timeouts.inc()
+            logger.info("sse client %s accepted nothing for %.1fs; disconnected", scope.get("client"),
+                        self.service.cfg.serve.send_timeout_s)
+
+
+def _service(scope_app: Any) -> Service:
+    return scope_app.state.service
+
+
+def _open(service: Service, streams: list[str] | None, topics: list[str] | None,
+          cities: list[str] | None, resume_id: str | None) -> tuple[Subscriber, positions.Vector | None]:
+    serve = service.cfg.serve
+    flt = make_filter(streams, topics, cities, serve.max_filter_values)
+    resume = positions.parse(resume_id) if resume_id else None
+    return Subscriber(flt, serve.client_buffer, serve.lag_warning_fraction), resume
+
+
+def _full(service: Service) -> bool:
+    return len(service.running_hub().subscribers) >= service.cfg.serve.max_clients
+
+
+@router.get("/api/v1/stream", response_class=EventSourceResponse, responses={
+    200: {"content": {"text/event-stream": {}},
+          "description": "SSE: `rsvp` and `summary` events (id = Kafka position vector) and `status`"},
+    400: {"description": "bad filter or Last-Event-ID"}, 503: {"description": "client limit reached"}})
+async def sse_stream(request: Request, *, stream: StreamParam = None, topic: TopicParam = None,
+                     city: CityParam = None, last_event_id: ResumeParam = None,
+                     last_event_id_header: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+                     ) -> Response:
+    """Analyzed RSVPs and summary updates as server-sent events, filtered, resumable."""
+    service = _service(request.app)
+    if _full(service):
+        service.metrics.rejected.labels("client_limit").inc()
+        return JSONResponse({"error": f"{service.cfg.serve.max_clients} clients are connected "
+                                      "(serve.max_clients); retry later"}, 503,
+                            headers={"Retry-After": "5"})
+    try:
+        subscriber, resume = _open(service, stream, topic, city, last_event_id_header or last_event_id)
+    except KappaError as exc:
+        return JSONResponse({"error": str(exc)}, 400)
+    return _EventStream(
+        _sse_body(service, subscriber, resume), ping=service.cfg.serve.ping_s,
+        send_timeout=service.cfg.serve.send_timeout_s, headers={"X-Accel-Buffering": "no"},
+        service=service)
+
+
+async def _sse_body(service: Service, subscriber: Subscriber,
+                    resume: positions.Vector | None) -> AsyncIterator[bytes]:
+    hub = service.running_hub()
+    start = positions.encode(positions.merge_missing(resume, hub.position) if resume else hub.position)
+    hello = session.welcome(service, subscriber, start)
+    service.metrics.clients.labels("sse").inc()
+    sent = service.metrics.sent.labels("sse")
+    try:
+        yield f"retry: {RETRY_MS}\nid: {start}\nevent: status\ndata: {hello.json()}\n\n".encode()
+        async for batch in session.items(service, subscriber, resume):
+            sent.inc(sum(isinstance(item, Record) for item in batch))
+            yield b"".join(item.sse for item in batch)
+    finally:
+        service.metrics.clients.labels("sse").dec()
+
+
+@router.websocket("/api/v1/ws")
+async def ws_stream(websocket: WebSocket) -> None:
+    """The same stream over WebSocket; send ``{"type": "filter", ...}`` to change the filter."""
+    service = _service(websocket.app)
+    params = websocket.query_params
+    try:
+        subscriber, resume = _open(service, params.getlist("stream") or None,
+                                   params.getlist("topic") or None, params.getlist("city") or None,
+                                   params.get("last_event_id"))
+    except KappaError as exc:
+        await websocket.accept()
+        await websocket.send_text(Status("error", {"detail": str(exc)}).ws)
+        await websocket.close(WS_POLICY_VIOLATION)
+        return
+    await websocket.accept()
+    if _full(service):
+        service.metrics.rejected.labels("client_limit").inc()
+        await websocket.send_text(Status("error", {"detail": "client limit reached; retry later"}).ws)
+        await websocket.close(WS_TRY_AGAIN_LATER)
+        return
+    service.metrics.clients.labels("ws").inc()
+    receiver = asyncio.create_task(_ws_receive(service, websocket, subscriber))
+    try:
+        await _ws_send(service, websocket, subscriber, resume)
+    except (WebSocketDisconnect, RuntimeError, TimeoutError) as exc:
+        logger.debug("websocket ended: %s", exc)
+    finally:
+        receiver.cancel()
+        service.metrics.clients.labels("ws").dec()
+        await _close_quietly(websocket)
+
+
+async def _ws_send(service: Service, websocket: WebSocket, subscriber: Subscriber,
+                   resume: positions.Vector | None) -> None:
+    hub = service.running_hub()
+    timeout = service.cfg.serve.send_timeout_s
+    sent = service.metrics.sent.labels("ws")
+    start = positions.encode(positions.merge_missing(resume, hub.position) if resume else hub.position)
+    await websocket.send_text(session.welcome(service, subscriber, start).ws)
+    async for batch in session.items(service, subscriber, resume):
+        for item in batch:
+            if isinstance(item, Record) and not subscriber.filter.matches(item):
+                continue
+            try:
+                await asyncio.wait_for(websocket.send_text(item.ws), timeout)
+            except TimeoutError:
+                service.metrics.send_timeouts.inc()
+                raise
+            if isinstance(item, Record):
+                sent.inc()
+
+
+async def _ws_receive(service: Service, websocket: WebSocket, subscriber: Subscriber) -> None:
+    limit = service.cfg.serve.max_filter_values
+    while True:
+        text = await websocket.receive_text()
+        try:
+            message = json.loads(text)
+            if not isinstance(message, dict) or message.get("type") != "filter":
+                raise ValueError("not a filter message")
+            new: Filter = make_filter(message.get("streams"), message.get("topics"),
+                                      message.get("cities"), limit)
+        except (ValueError, KappaError) as exc:
+            detail = (f"{exc}: send {{\"type\": \"filter\", \"streams\": [...], \"topics\": [...], "
+                      f"\"cities\": [...]}}; the current filter stays")
+            subscriber.push_status(Status("error", {"detail": detail}), first=True)
+            continue
+        subscriber.filter = new
+        subscriber.push_status(Status("filter", {"filter": new.describe()}), first=True)
+
+
+async def _close_quietly(websocket: WebSocket) -> None:
+    try:
+        await websocket.close()
+    except (RuntimeError, OSError):
+        pass

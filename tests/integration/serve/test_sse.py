@@ -1,0 +1,107 @@
+"""SSE: filters, one shared consumer, resume with Last-Event-ID from the ring and from Kafka."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from tests.integration.serve.support import SseReader, city_summary, rsvp, topics_summary
+
+CITIES = ("Barcelona", "Madrid", "Oslo")
+
+
+def ns(reader: SseReader) -> list[int]:
+    return [e.data["n"] for e in reader.of("rsvp")]
+
+
+def test_filters_by_city_and_topic(start_serve, sender, serve_topics):
+    server = start_serve()
+    madrid = SseReader(f"{server.url}/api/v1/stream?city=madrid")
+    chess = SseReader(f"{server.url}/api/v1/stream?topic=Chess&stream=analyzed")
+    everything = SseReader(f"{server.url}/api/v1/stream")
+    for reader in (madrid, chess, everything):
+        reader.wait_for(lambda r: r.of("status"))
+    records = [rsvp(n, city=CITIES[n % 3], topics=("Chess",) if n % 4 == 0 else ("Salsa", "Jazz"))
+               for n in range(24)]
+    sender.send(serve_topics["analyzed"], records)
+    sender.send(serve_topics["summaries"], [city_summary(0, "Madrid", 8), city_summary(0, "Oslo", 8),
+                                            topics_summary("top_topics", [("Chess", 6), ("Salsa", 18)])],
+                key="key")
+    everything.wait_for(lambda r: len(r.of("rsvp")) == 24 and len(r.of("summary")) == 3)
+    madrid.wait_for(lambda r: len(r.of("rsvp")) == 8 and len(r.of("summary")) == 1)
+    chess.wait_for(lambda r: len(r.of("rsvp")) == 6)
+    assert sorted(ns(madrid)) == [1, 4, 7, 10, 13, 16, 19, 22]
+    assert [e.data["city"] for e in madrid.of("summary")] == ["Madrid"]
+    assert sorted(ns(chess)) == [0, 4, 8, 12, 16, 20]
+    assert chess.of("summary") == []  # stream=analyzed only
+    assert server.app.service.feeds.keys() == {"analyzed", "summaries"}  # one consumer per topic
+    with httpx.Client() as client:
+        bad = client.get(f"{server.url}/api/v1/stream?stream=nope")
+        assert bad.status_code == 400 and "unknown stream" in bad.json()["error"]
+        bad_id = client.get(f"{server.url}/api/v1/stream", headers={"Last-Event-ID": "zz"})
+        assert bad_id.status_code == 400 and "event id" in bad_id.json()["error"]
+    for reader in (madrid, chess, everything):
+        reader.stop()
+
+
+@pytest.mark.parametrize("ring", [10_000, 4], ids=["from-ring", "from-kafka"])
+def test_resume_delivers_every_missed_event_once(start_serve, sender, serve_topics, ring):
+    server = start_serve(ring_buffer_size=ring)
+    url = f"{server.url}/api/v1/stream?stream=analyzed&city=Barcelona&city=Oslo"
+    watcher = SseReader(url)
+    client = SseReader(url)
+    for reader in (watcher, client):
+        reader.wait_for(lambda r: r.of("status"))
+    sender.send(serve_topics["analyzed"], [rsvp(n, city=CITIES[n % 3]) for n in range(30)])
+    client.wait_for(lambda r: len(r.of("rsvp")) == 20)
+    client.stop()
+    resume_from = client.last_id()
+    sender.send(serve_topics["analyzed"], [rsvp(n, city=CITIES[n % 3]) for n in range(30, 60)])
+    watcher.wait_for(lambda r: len(r.of("rsvp")) == 40)  # events kept flowing meanwhile
+    again = SseReader(url, headers={"Last-Event-ID": resume_from})
+    again.wait_for(lambda r: len(r.of("rsvp")) == 20)
+    sender.send(serve_topics["analyzed"], [rsvp(n, city=CITIES[n % 3]) for n in range(60, 72)])
+    again.wait_for(lambda r: len(r.of("rsvp")) == 28)
+    missed = [n for n in range(30, 72) if n % 3 != 1]
+    assert sorted(ns(again)) == missed and len(set(ns(again))) == len(ns(again))
+    assert sorted(ns(client) + ns(again)) == [n for n in range(72) if n % 3 != 1]
+    source = "ring" if ring > 100 else "kafka"
+    metrics = httpx.get(f"{server.url}/metrics").text
+    assert f'kappa_serve_resumes_total{{source="{source}"}} 1.0' in metrics
+    for reader in (watcher, again):
+        reader.stop()
+
+
+def test_resume_after_retention_says_what_was_lost(start_serve, sender, serve_topics, kafka_props):
+    server = start_serve(ring_buffer_size=2)
+    url = f"{server.url}/api/v1/stream?stream=analyzed"
+    client = SseReader(url)
+    client.wait_for(lambda r: r.of("status"))
+    sender.send(serve_topics["analyzed"], [rsvp(n) for n in range(3)], partitions=1)
+    client.wait_for(lambda r: len(r.of("rsvp")) == 3)
+    client.stop()
+    resume_from = client.last_id()
+    acked = sender.send(serve_topics["analyzed"], [rsvp(n) for n in range(3, 9)], partitions=1)
+    assert [offset for _, offset in acked] == [3, 4, 5, 6, 7, 8]
+    admin = AdminClient(kafka_props)
+    futures = admin.delete_records([TopicPartition(serve_topics["analyzed"], 0, 6)])
+    for future in futures.values():
+        future.result(timeout=15)
+    probe = Consumer({**kafka_props, "group.id": "probe"})
+    deadline = time.monotonic() + 10
+    while probe.get_watermark_offsets(TopicPartition(serve_topics["analyzed"], 0), timeout=5)[0] < 6:
+        assert time.monotonic() < deadline, "DeleteRecords never moved the low watermark"
+        time.sleep(0.1)
+    probe.close()
+    again = SseReader(url, headers={"Last-Event-ID": resume_from})
+    again.wait_for(lambda r: len(r.of("rsvp")) >= 3)
+    lost = [e.data for e in again.of("status") if e.data["status"] == "not_retained"]
+    assert lost and lost[0]["gaps"] == [{"stream": "analyzed", "partition": 0, "from_offset": 3,
+                                         "earliest_retained": 6}]
+    assert lost[0]["lost_at_most"] == 3
+    assert ns(again) == [6, 7, 8]
+    again.stop()

@@ -1,0 +1,80 @@
+"""Pure logic of the access tier: position ids, filters, the hub's ring buffer and slow-client policy."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from jobs.serve import positions
+from jobs.serve.hub import Hub, Subscriber
+from jobs.serve.records import Filter, FilterError, Status, build_record, make_filter
+
+
+def rec(partition: int, offset: int, city: str = "Oslo", topics=("Salsa",), stream: str = "analyzed"):
+    value = json.dumps({"city": city, "topics": list(topics), "n": offset}).encode()
+    return build_record(stream, partition, offset, 0, value)
+
+
+def test_event_ids_round_trip_and_reject_garbage():
+    vector = {"analyzed": [42, 17, 9], "summaries": [5, 3, 0]}
+    assert positions.encode(vector) == "a:42,17,9;s:5,3,0"
+    assert positions.parse("a:42,17,9;s:5,3,0") == vector
+    for bad in ("", "x:1", "a:1,b", "a:-1", "a"):
+        with pytest.raises(positions.PositionError):
+            positions.parse(bad)
+
+
+def test_filter_matches_topics_and_cities_case_insensitively():
+    flt = make_filter(["analyzed"], ["salsa"], ["OSLO", " Barcelona "], max_values=5)
+    assert flt.matches(rec(0, 0, "Oslo", ("Salsa", "Jazz")))
+    assert not flt.matches(rec(0, 1, "Madrid", ("Salsa",)))
+    assert not flt.matches(rec(0, 2, "Oslo", ("Jazz",)))
+    assert not flt.matches(rec(0, 3, stream="summaries"))
+    with pytest.raises(FilterError):
+        make_filter(["nope"], None, None, 5)
+    with pytest.raises(FilterError):
+        make_filter(None, [f"t{i}" for i in range(6)], None, 5)
+
+
+def test_summary_dimensions():
+    trending = build_record("summaries", 0, 0, 0, json.dumps(
+        {"kind": "trending", "items": [{"item": "Salsa", "count": 3}]}).encode())
+    members = build_record("summaries", 0, 1, 0, json.dumps({"kind": "members_window"}).encode())
+    assert Filter(topics=frozenset({"salsa"})).matches(trending)
+    assert not Filter(topics=frozenset({"salsa"})).matches(members)
+    assert Filter().matches(members)
+    assert build_record("analyzed", 0, 0, 0, b"[1]") is None
+    assert build_record("analyzed", 0, 0, 0, b"{nope") is None
+
+
+def test_ring_serves_missed_records_after_a_resume_point():
+    async def run():
+        hub = Hub({"analyzed": [0, 0], "summaries": [0]}, ring_size=3)
+        hub.publish([rec(0, 0), rec(1, 0), rec(0, 1), rec(1, 1)])  # (0,0) falls out of the ring
+        assert positions.encode(hub.ring_start) == "a:1,0;s:0"
+        assert hub.join(Subscriber(Filter(), 10, 0.5), {"analyzed": [0, 0], "summaries": [0]}) is None
+        sub = Subscriber(Filter(), 10, 0.5)
+        missed = hub.join(sub, {"analyzed": [1, 1], "summaries": [0]})
+        assert [(r.partition, r.offset) for r in missed] == [(0, 1), (1, 1)]
+        assert missed[0].event_id == "a:2,1;s:0"
+        hub.publish([rec(1, 2)])
+        assert [(r.partition, r.offset) for r in await sub.take(10)] == [(1, 2)]
+
+    asyncio.run(run())
+
+
+def test_a_full_buffer_warns_then_overflows_without_blocking():
+    async def run():
+        hub = Hub({"analyzed": [0], "summaries": [0]}, ring_size=0)
+        sub = Subscriber(Filter(), limit=4, warn_fraction=0.5)
+        hub.attach(sub)
+        hub.publish([rec(0, n) for n in range(10)])
+        items = await sub.take(100)
+        statuses = [i.status for i in items if isinstance(i, Status)]
+        assert statuses == ["lagging", "overflow"]
+        assert sum(not isinstance(i, Status) for i in items) == 4
+        assert sub.overflowed
+
+    asyncio.run(run())
