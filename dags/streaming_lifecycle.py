@@ -1,0 +1,64 @@
+"""# streaming_lifecycle
+
+Keeps the live RSVP streaming job (`kappa stream run --mode live`) running, checks its health
+from its own metrics, and stops it gracefully for maintenance.
+
+* **ensure_running**: starts the job if no process holds its checkpoint lock (idempotent; the
+  job's lock means never two copies). A dead job (crash, kill -9) is started again; a failed
+  start is retried with exponential backoff.
+* **check_health**: age of the last batch and offsets behind latest, from
+  `kappa:metrics:<query>` in Redis. Fails (and alerts) beyond the params' limits.
+* **stop**: trigger with `{"action": "stop"}`: SIGTERM, the job finishes its batch and exits.
+
+Runbook: docs/runbooks/airflow.md, docs/runbooks/streaming-down.md.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from airflow.sdk import Param, dag, task
+
+from jobs.orchestration import tasks
+from jobs.orchestration.dagkit import DEFAULT_ARGS, START
+
+
+@dag(
+    dag_id="streaming_lifecycle",
+    schedule=timedelta(minutes=5),
+    start_date=START,
+    catchup=False,
+    max_active_runs=1,
+    default_args=DEFAULT_ARGS,
+    doc_md=__doc__,
+    tags=["kappa", "streaming", "lifecycle"],
+    params={
+        "action": Param("ensure", enum=["ensure", "stop"], description="ensure = start if absent"),
+        "max_batch_age_s": Param(300, type="number", description="unhealthy if the last batch is older"),
+        "max_offsets_behind": Param(1_000_000, type="integer", description="unhealthy above this lag"),
+    },
+)
+def streaming_lifecycle():
+    @task.branch
+    def choose(params=None) -> str:
+        return "stop" if params["action"] == "stop" else "ensure_running"
+
+    @task(retries=5, retry_delay=timedelta(seconds=30), retry_exponential_backoff=True)
+    def ensure_running() -> dict:
+        return tasks.ensure_streaming()
+
+    @task(retries=2, retry_delay=timedelta(seconds=60))
+    def check_health(params=None) -> dict:
+        return tasks.streaming_health(params["max_batch_age_s"], params["max_offsets_behind"])
+
+    @task
+    def stop() -> dict:
+        return tasks.stop_streaming()
+
+    branch = choose()
+    started = ensure_running()
+    branch >> [started, stop()]
+    started >> check_health()
+
+
+streaming_lifecycle()

@@ -1,0 +1,128 @@
+"""Airflow owns time, Kafka owns offsets: a data interval becomes a per-partition offset range.
+
+``resolve_interval`` maps ``[start, end)`` to offsets with Kafka's timestamp lookup (the first
+offset whose record timestamp is at or after each bound), and ``check_retained`` fails closed
+when part of a range is no longer in the log. Both replay DAGs use them before any write.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from jobs.common.config import KappaConfig
+from jobs.common.errors import KappaError
+
+logger = logging.getLogger(__name__)
+
+
+class RangeNotRetained(KappaError):
+    """Part of the requested range has been deleted from Kafka (retention): nothing is replayed."""
+
+
+class ReplayConflict(KappaError):
+    """Another replay is running; replays of the same sinks never run at the same time."""
+
+
+@dataclass(frozen=True)
+class OffsetRange:
+    """A bounded read of one topic: ``[start, end)`` per partition."""
+
+    topic: str
+    start: dict[int, int]
+    end: dict[int, int]
+
+    @property
+    def records(self) -> int:
+        """Offsets covered (records, on a topic without transaction markers or gaps)."""
+        return sum(max(self.end[p] - self.start.get(p, 0), 0) for p in self.end)
+
+    def starting(self) -> dict[str, dict[str, int]]:
+        """``startingOffsets`` JSON shape."""
+        return {self.topic: {str(p): o for p, o in sorted(self.start.items())}}
+
+    def ending(self) -> dict[str, dict[str, int]]:
+        """``endingOffsets`` JSON shape (exclusive)."""
+        return {self.topic: {str(p): o for p, o in sorted(self.end.items())}}
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready (partition keys as strings)."""
+        data = asdict(self)
+        data.update(start=self.starting()[self.topic], end=self.ending()[self.topic], records=self.records)
+        return data
+
+
+def parse_offsets(topic: str, text: str | dict) -> dict[int, int]:
+    """``{"0": 10, "1": 12}`` or ``{"<topic>": {"0": 10}}`` (JSON text or a dict) -> {partition: offset}."""
+    data = json.loads(text) if isinstance(text, str) else dict(text)
+    if topic in data and isinstance(data[topic], dict):
+        data = data[topic]
+    try:
+        return {int(p): int(o) for p, o in data.items()}
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise KappaError(f'offsets {text!r}: expected {{"<partition>": <offset>}} for {topic}; '
+                         f"{exc}") from exc
+
+
+def _reader(cfg: KappaConfig, topic: str):
+    from jobs.common.kafka.client import OffsetReader
+    from jobs.common.kafka.options import parse_source_options
+
+    props = {f"kafka.{key}": str(value) for key, value in cfg.kafka.client_config().items()}
+    return OffsetReader(parse_source_options({"subscribe": topic, **props}, streaming=False))
+
+
+def resolve_interval(cfg: KappaConfig, topic: str, start: datetime, end: datetime) -> OffsetRange:
+    """Offsets of ``[start, end)`` by record timestamp, per partition of ``topic``."""
+    from jobs.common.kafka.specs import TIMESTAMP, OffsetSpec
+
+    reader = _reader(cfg, topic)
+    tps = reader.topic_partitions()
+    if not tps:
+        raise KappaError(f"topic {topic} does not exist at {cfg.kafka.bootstrap_servers}; "
+                         "run `kappa topics apply`")
+
+    def at(moment: datetime) -> dict[int, int]:
+        spec = OffsetSpec(TIMESTAMP, timestamp=int(moment.timestamp() * 1000), no_match="latest")
+        return {p: o for (_, p), o in reader.resolve(spec, tps, starting=True).items()}
+
+    return OffsetRange(topic, at(start), at(end))
+
+
+def check_retained(cfg: KappaConfig, rng: OffsetRange, start: datetime | None = None) -> None:
+    """Fail closed when a partition's log starts after the range (or after ``start`` in time)."""
+    reader = _reader(cfg, rng.topic)
+    earliest = {p: o for (_, p), o in reader.earliest([(rng.topic, p) for p in rng.end]).items()}
+    for partition, first in sorted(earliest.items()):
+        wanted = rng.start.get(partition, 0)
+        first_ms = _timestamp_at(cfg, rng.topic, partition, first) if first > 0 else None
+        lost_by_offset = first > wanted
+        lost_by_time = start is not None and first_ms is not None and first_ms > start.timestamp() * 1000
+        if lost_by_offset or lost_by_time:
+            when = datetime.fromtimestamp(first_ms / 1000, UTC).isoformat() if first_ms else "unknown"
+            raise RangeNotRetained(
+                f"{rng.topic}-{partition}: the range starts at offset {wanted}"
+                f"{f' ({start.isoformat()})' if start else ''} but the earliest retained offset is "
+                f"{first} (record time {when}); the data before it was deleted by retention. Replay "
+                "from the earliest retained offset with the `backfill` DAG, or restore from the lake "
+                "(docs/runbooks/airflow.md#range-no-longer-retained)")
+
+
+def _timestamp_at(cfg: KappaConfig, topic: str, partition: int, offset: int) -> int | None:
+    """The record timestamp (ms) at ``offset``, or None when it cannot be read."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    props = {**cfg.kafka.client_config(), "group.id": "kappa-airflow-preflight",
+             "enable.auto.commit": False, "receive.message.max.bytes": 100_000_000}
+    consumer = Consumer(props)
+    try:
+        consumer.assign([TopicPartition(topic, partition, offset)])
+        message = consumer.poll(10.0)
+        if message is None or message.error():
+            return None
+        return int(message.timestamp()[1])
+    finally:
+        consumer.close()

@@ -1,0 +1,153 @@
+"""The streaming job's lifecycle as the ``streaming_lifecycle`` DAG drives it.
+
+The job itself holds the guard: ``kappa stream run --mode live`` takes an exclusive lock on
+its checkpoint (``jobs.streaming.state.QueryLock``), so a second copy refuses to start.
+``ensure_streaming`` starts that same command detached when no process holds the lock and
+waits until one does; ``streaming_health`` reads the job's own metrics from Redis
+(``<prefix>:metrics:<query>``, docs/streaming.md); ``stop_streaming`` sends SIGTERM, on which
+the job finishes its current batch and exits. Restarts with exponential backoff are the DAG's
+retries (``retry_exponential_backoff``) of ``ensure_streaming``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from jobs.common.errors import KappaError
+
+logger = logging.getLogger(__name__)
+
+START_TIMEOUT_S = 180.0
+SETTLE_S = 5.0
+
+
+class StreamingUnhealthy(KappaError):
+    """The streaming job runs but its metrics say it is stuck, lagging or failing."""
+
+
+def _query(cfg, query: str | None) -> tuple[str, Path]:
+    from jobs.streaming.state import checkpoint_path
+
+    name = query or cfg.streaming.query_name
+    return name, checkpoint_path(cfg.lake.checkpoint_root, name)
+
+
+def running_pid(cfg, query: str | None = None) -> int | None:
+    """The pid holding the live query's lock (None when the job does not run)."""
+    from jobs.streaming.state import lock_holder
+
+    return lock_holder(_query(cfg, query)[1])
+
+
+def ensure_streaming(query: str | None = None) -> dict[str, Any]:
+    """Start ``kappa stream run --mode live`` if no process holds the query's lock; idempotent."""
+    from jobs.common.config import PROJECT_ROOT, load_config
+
+    cfg = load_config()
+    name, _ = _query(cfg, query)
+    pid = running_pid(cfg, name)
+    if pid:
+        logger.info("streaming query=%s already runs pid=%d", name, pid)
+        return {"query": name, "pid": pid, "started": False}
+    log = Path(cfg.stack.data_dir) / "logs" / f"stream-{name}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "jobs.cli", "stream", "run", "--mode", "live"]
+    if query:
+        command += ["--query", query]
+    with log.open("ab") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   start_new_session=True, cwd=PROJECT_ROOT)
+    logger.info("streaming query=%s starting pid=%d log=%s", name, process.pid, log)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise KappaError(f"`{' '.join(command[2:])}` exited with {process.returncode} during start; "
+                             f"see {log}")
+        if running_pid(cfg, name) == process.pid:
+            time.sleep(SETTLE_S)
+            if process.poll() is None:
+                return {"query": name, "pid": process.pid, "started": True, "log": str(log)}
+        time.sleep(0.5)
+    raise KappaError(f"streaming query {name} did not take its lock within {START_TIMEOUT_S:.0f}s; "
+                     f"see {log}")
+
+
+def streaming_health(max_batch_age_s: float, max_offsets_behind: int, query: str | None = None) -> dict:
+    """Age of the last batch and offsets behind latest from the job's metrics; raise if unhealthy."""
+    import redis
+
+    from jobs.common.config import load_config
+
+    cfg = load_config()
+    name, _ = _query(cfg, query)
+    client = redis.Redis(**cfg.redis.client_kwargs(), decode_responses=True)
+    try:
+        metrics = client.hgetall(f"{cfg.streaming.redis_prefix}:metrics:{name}")
+    finally:
+        client.close()
+    pid = running_pid(cfg, name)
+    if not metrics:
+        raise StreamingUnhealthy(f"query {name} has published no metrics yet (pid {pid}); see "
+                                 "docs/runbooks/streaming-down.md")
+    age_s = time.time() - int(metrics.get("emitted_ms", 0)) / 1000
+    behind = int(metrics.get("offsets_behind_latest", 0) or 0)
+    report = {"query": name, "pid": pid, "batch_id": metrics.get("batch_id"),
+              "last_batch_age_s": round(age_s, 1), "offsets_behind_latest": behind}
+    if pid is None or age_s > max_batch_age_s or behind > max_offsets_behind:
+        raise StreamingUnhealthy(f"streaming unhealthy: {report} (limits: age {max_batch_age_s}s, "
+                                 f"behind {max_offsets_behind}); see docs/runbooks/streaming-down.md")
+    return report
+
+
+def stop_streaming(timeout_s: float = 300.0, query: str | None = None) -> dict[str, Any]:
+    """SIGTERM the job (it stops after the current batch); wait until it released its lock."""
+    from jobs.common.config import load_config
+
+    cfg = load_config()
+    name, _ = _query(cfg, query)
+    pid = running_pid(cfg, name)
+    if not pid or pid < 0:
+        return {"query": name, "stopped": False, "reason": "not running"}
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and running_pid(cfg, name):
+        time.sleep(1.0)
+    if running_pid(cfg, name):
+        raise KappaError(f"streaming query {name} (pid {pid}) still runs {timeout_s:.0f}s after SIGTERM; "
+                         "its batch may be stuck: see docs/runbooks/streaming-down.md")
+    return {"query": name, "stopped": True, "pid": pid}
+
+
+def alert(context: dict[str, Any]) -> None:
+    """The one alert callback of every DAG (``on_failure_callback``).
+
+    Logs at ERROR and publishes ``{"kind": "airflow_task_failure", ...}`` to ``platform.errors``
+    (keyed by DAG id), where the platform's other exceptions go; wire a pager to that topic.
+    """
+    import json
+
+    ti = context.get("ti") or context.get("task_instance")
+    event = {"schema_version": 1, "kind": "airflow_task_failure",
+             "dag_id": getattr(ti, "dag_id", None), "task_id": getattr(ti, "task_id", None),
+             "run_id": getattr(ti, "run_id", None), "try_number": getattr(ti, "try_number", None),
+             "error": str(context.get("exception")), "emitted_ms": int(time.time() * 1000)}
+    logger.error("alert %s", json.dumps(event))
+    try:
+        from confluent_kafka import Producer
+
+        from jobs.common.config import load_config
+
+        cfg = load_config()
+        producer = Producer(cfg.kafka.client_config())
+        producer.produce(cfg.streaming.errors_topic, json.dumps(event).encode(),
+                         key=str(event["dag_id"]).encode())
+        producer.flush(10)
+    except Exception:  # an alert must never hide the failure it reports
+        logger.exception("alert could not be published to Kafka")

@@ -1,0 +1,35 @@
+"""DAG tests parse the project's dags/ with an Airflow home of their own (never ~/airflow)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DAGS = REPO / "dags"
+# Airflow reads its config when first imported: point it at a private home before that.
+os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="kappa-dagtests-")  # dag.test() writes its DB there
+os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(DAGS)
+HEAVY = ("pyspark", "confluent_kafka", "redis", "deltalake", "great_expectations")
+
+
+@pytest.fixture(scope="session")
+def dagbag_and_imports():
+    """The DagBag of dags/ and the heavy modules its parsing imported."""
+    import sys
+
+    from airflow.dag_processing.dagbag import DagBag
+
+    before = set(sys.modules)
+    bag = DagBag(dag_folder=str(DAGS))
+    added = {name.split(".")[0] for name in set(sys.modules) - before}
+    return bag, sorted(added & set(HEAVY))
+
+
+@pytest.fixture(scope="session")
+def dagbag(dagbag_and_imports):
+    return dagbag_and_imports[0]

@@ -1,0 +1,88 @@
+"""DagBag, policy and structure tests of dags/ (STYLE.md 9-10)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+EXPECTED = {"streaming_lifecycle", "kafka_to_delta", "data_quality", "delta_maintenance", "replay",
+            "backfill", "checkpoint_recovery"}
+MANUAL = {"backfill", "checkpoint_recovery"}
+
+
+def test_every_dag_imports_without_errors(dagbag):
+    assert dagbag.import_errors == {}
+    assert set(dagbag.dag_ids) == EXPECTED
+
+
+def test_parsing_imports_nothing_heavy(dagbag_and_imports):
+    assert dagbag_and_imports[1] == []
+
+
+@pytest.mark.parametrize("dag_id", sorted(EXPECTED))
+def test_policy(dagbag, dag_id):
+    dag = dagbag.dags[dag_id]
+    assert dag.doc_md and dag.doc_md.lstrip().startswith(f"# {dag_id}")
+    assert "kappa" in dag.tags and len(dag.tags) >= 2
+    assert dag.catchup is False
+    assert dag.max_active_runs == 1
+    for task in dag.tasks:
+        assert task.owner == "data-platform", task.task_id
+        assert task.retries >= 1, task.task_id
+        assert task.on_failure_callback, task.task_id
+
+
+def test_schedules(dagbag):
+    import attrs
+
+    def timetable(dag_id: str) -> tuple[str, dict]:
+        table = dagbag.dags[dag_id].timetable
+        return type(table).__name__, attrs.asdict(table) if attrs.has(type(table)) else {}
+
+    # hourly data intervals (start -> end), not CronTriggerTimetable's zero-length ones
+    assert timetable("replay") == ("CronDataIntervalTimetable",
+                                   {"expression": "0 * * * *", "timezone": "UTC"})
+    assert timetable("delta_maintenance")[0] == "CronTriggerTimetable"
+    assert timetable("kafka_to_delta")[0] == "CronTriggerTimetable"
+    assert timetable("data_quality")[0] == "AssetTriggeredTimetable"
+    assert dagbag.dags["streaming_lifecycle"].timetable.delta == timedelta(minutes=5)
+    for dag_id in MANUAL:
+        assert dagbag.dags[dag_id].timetable is None or timetable(dag_id)[0] == "NullTimetable"
+
+
+def _edges(dag) -> set[tuple[str, str]]:
+    return {(task.task_id, down) for task in dag.tasks for down in task.downstream_task_ids}
+
+
+def test_streaming_lifecycle_structure(dagbag):
+    dag = dagbag.dags["streaming_lifecycle"]
+    assert _edges(dag) == {("choose", "ensure_running"), ("choose", "stop"),
+                           ("ensure_running", "check_health")}
+    ensure = dag.get_task("ensure_running")
+    assert ensure.retries == 5 and ensure.retry_exponential_backoff
+    assert dag.params["action"] == "ensure"
+
+
+def test_loads_publish_one_asset_per_table_and_quality_runs_on_them(dagbag):
+    load = dagbag.dags["kafka_to_delta"]
+    assert _edges(load) == {("load", "publish_assets")}
+    published = {asset.uri for asset in load.get_task("publish_assets").outlets}
+    assert published == {"delta://kappa/bronze/rsvps_raw", "delta://kappa/ops/dlq",
+                         "delta://kappa/silver/rsvps", "delta://kappa/gold/rsvp_summaries"}
+    quality = dagbag.dags["data_quality"]
+    condition = quality.timetable.asset_condition
+    assert type(condition).__name__ == "AssetAny"
+    watched = {asset.uri for asset in condition.objects}
+    assert watched == published
+
+
+def test_replay_and_backfill_params(dagbag):
+    replay = dagbag.dags["replay"]
+    assert [t.task_id for t in replay.tasks] == ["replay_interval"]
+    assert replay.params["sinks"] == ["delta"] and replay.params["dry_run"] is False
+    backfill = dagbag.dags["backfill"]
+    assert backfill.params["dry_run"] is True
+    assert {"starting_offsets", "ending_offsets", "sinks"} <= set(backfill.params.keys())
+    recovery = dagbag.dags["checkpoint_recovery"]
+    assert recovery.params["dry_run"] is True and recovery.params["action"] == "inspect"
