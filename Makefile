@@ -13,6 +13,7 @@ help:  ## List the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
 setup: $(VENV)/.installed $(CHECKOV_VENV)/.installed  ## Create .venv and .venv-checkov (idempotent)
+	@bash scripts/ensure-chromium.sh  # Debian's chromium for the dashboard browser test
 
 $(VENV)/.installed: requirements/lock.txt pyproject.toml
 	@bash scripts/check-prereqs.sh "$(PYTHON)"

@@ -37,13 +37,17 @@ JSON_OPTION = typer.Option(False, "--json", help="Print machine-readable JSON.")
 @app.callback()
 def _root(
     env: str = typer.Option(None, "--env", "-e", help="Config environment (default KAPPA_ENV or local)."),
-    verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="-v INFO logs, -vv DEBUG."),
+    verbose: int = typer.Option(0, "--verbose", "-v", count=True, metavar="", show_default=False,
+                                help="Repeatable: -v INFO logs, -vv DEBUG."),
 ) -> None:
     if env:
         os.environ["KAPPA_ENV"] = env
     level = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
     logging.basicConfig(level=level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    # librdkafka logs a line per reconnect attempt: shown with -v, else only our `error:` line
+    logging.getLogger("jobs.common.kafka.librdkafka").setLevel(
+        logging.DEBUG if verbose else logging.CRITICAL + 1)
 
 
 def config() -> KappaConfig:
@@ -108,7 +112,13 @@ def _print_status(rows, as_json: bool) -> None:
         health = "[green]healthy[/green]" if row.healthy else f"[red]down[/red] {row.detail}"
         table.add_row(row.name, row.address, "embedded" if row.managed else "external",
                       str(row.pid or "-"), health)
-    console.print(table)
+    print_table(table)
+
+
+def print_table(table: Table) -> None:
+    """Print a table at its natural width: names are never cut to fit 80 columns."""
+    natural = console.measure(table, options=console.options.update_width(10_000)).maximum
+    Console(width=max(console.width, natural), file=console.file).print(table)
 
 
 @topics_app.command("apply")
@@ -153,7 +163,7 @@ def topics_list(
                       ",".join(str(p.earliest) for p in info.partitions),
                       ",".join(str(p.latest) for p in info.partitions),
                       str(info.records), info.retention_ms, info.cleanup_policy)
-    console.print(table)
+    print_table(table)
 
 
 @app.command("doctor")
@@ -189,8 +199,13 @@ def demo() -> None:
 def _register_subcommands() -> None:
     """Attach the command groups that live beside the code they operate."""
     from jobs.collector import cli as collector_cli
+    from jobs.loader import cli as loader_cli
+    from jobs.orchestration import cli as airflow_cli
+    from jobs.serve import cli as serve_cli
+    from jobs.streaming import cli as streaming_cli
 
-    collector_cli.register(app)
+    for module in (collector_cli, streaming_cli, loader_cli, serve_cli, airflow_cli):
+        module.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,17 +23,43 @@ KAPPA = [sys.executable, "-m", "jobs.cli"]
 
 
 def free_port() -> int:
-    """A TCP port that is free on 127.0.0.1 right now."""
+    """A TCP port that is free on 127.0.0.1 right now (another process may take it before you
+    bind it: prefer binding port 0, or start services with :func:`start_stack`, which retries)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
 
+STACK_START_ATTEMPTS = 3
+
+
+def start_stack(config_for: Callable[[int], KappaConfig], attempts: int = STACK_START_ATTEMPTS):
+    """Start an embedded stack; when it fails (a port taken meanwhile), try again on new ports.
+
+    ``config_for(attempt)`` returns the config of each attempt (0, 1, ...), with fresh ports from
+    attempt 1 on. Returns the started ``EmbeddedStack`` and its config.
+    """
+    from jobs.common.errors import StackError
+    from jobs.common.stack import EmbeddedStack
+
+    for attempt in range(attempts):
+        config = config_for(attempt)
+        embedded = EmbeddedStack(config)
+        try:
+            embedded.up(progress=lambda message: None)
+        except StackError:
+            if attempt == attempts - 1:
+                raise
+            continue
+        return embedded, config
+    raise AssertionError("unreachable")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark tests by folder: tests/unit -> unit, tests/integration -> integration."""
+    """Mark tests by folder: tests/unit -> unit, tests/integration -> integration, tests/dags -> dags."""
     for item in items:
         parts = Path(str(item.fspath)).relative_to(REPO / "tests").parts
-        if parts[0] in ("unit", "integration", "infra") and not item.get_closest_marker(parts[0]):
+        if parts[0] in ("unit", "integration", "infra", "dags") and not item.get_closest_marker(parts[0]):
             item.add_marker(getattr(pytest.mark, parts[0]))
 
 
@@ -64,14 +90,24 @@ def test_config(kappa_env: dict[str, str]) -> KappaConfig:
 
 
 @pytest.fixture(scope="session")
-def stack(test_config: KappaConfig) -> Iterator[KappaConfig]:
-    """Start the embedded Kafka and Redis once per session; stop them (by pid) at the end."""
-    from jobs.common.stack import EmbeddedStack
+def stack(test_config: KappaConfig, kappa_env: dict[str, str]) -> Iterator[KappaConfig]:
+    """Start the embedded Kafka and Redis once per session; stop them (by pid) at the end.
 
-    embedded = EmbeddedStack(test_config)
-    embedded.up(progress=lambda message: None)
+    If a port was taken between choosing and binding it, the stack starts on new ports and
+    ``kappa_env`` is updated in place (``test_config`` keeps the first ports: use this fixture's
+    config, or ``kafka_props``, to reach the services).
+    """
+
+    def config_for(attempt: int) -> KappaConfig:
+        if attempt == 0:
+            return test_config
+        kappa_env.update({"KAPPA_KAFKA__BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}",
+                          "KAPPA_REDIS__PORT": str(free_port())})
+        return load_config("test", environ=kappa_env)
+
+    embedded, config = start_stack(config_for)
     try:
-        yield test_config
+        yield config
     finally:
         embedded.down(progress=lambda message: None)
 

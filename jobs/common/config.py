@@ -24,16 +24,21 @@ from jobs.common.config_models import (
     KafkaConfig,
     KappaConfig,
     LakeConfig,
+    LoaderConfig,
     RedisConfig,
+    ServeConfig,
     SparkConfig,
     StackConfig,
+    StreamingConfig,
     TopicSpec,
+    secret_client_prop,
 )
 from jobs.common.errors import ConfigError
 
 __all__ = [
     "AirflowConfig", "CollectorConfig", "KafkaConfig", "KappaConfig", "LakeConfig",
-    "RedisConfig", "SparkConfig", "StackConfig", "TopicSpec", "load_config",
+    "LoaderConfig", "RedisConfig", "ServeConfig", "SparkConfig", "StackConfig", "StreamingConfig",
+    "TopicSpec", "load_config",
 ]
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -118,11 +123,19 @@ def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]
 
 
 def _reject_secrets_in_files(raw: dict[str, Any]) -> list[str]:
-    return [
+    problems = [
         f"{section}.{key}: secrets are never read from files; set {var} in the environment"
         for (section, key), var in SECRET_ENV.items()
         if isinstance(raw.get(section), dict) and key in raw[section]
     ]
+    kafka = raw.get("kafka")
+    client = kafka.get("client") if isinstance(kafka, dict) else None
+    for prop in sorted(client) if isinstance(client, dict) else []:
+        if secret_client_prop(prop):
+            problems.append(
+                f"kafka.client.{prop}: secrets are never read from files; set it in the "
+                "environment (KAPPA_KAFKA__CLIENT as JSON, or the named KAPPA_KAFKA_SASL_* variables)")
+    return problems
 
 
 def _resolve_placeholders(
@@ -199,7 +212,8 @@ def _describe(exc: ValidationError) -> list[str]:
         found = error.get("input")
         hidden = isinstance(found, dict) or any(word in key for word in ("secret", "password"))
         shown = "" if hidden else f" (found {found!r})"
-        lines.append(f"{key}: {error['msg']}{shown}")
+        message = error["msg"].removeprefix("Value error, ")
+        lines.append(f"{key}: {message}{shown}")
     return lines
 
 

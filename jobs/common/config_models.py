@@ -8,7 +8,44 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
+
+MASK = "**********"
+# librdkafka properties flagged _RK_SENSITIVE in rdkafka_conf.c (plus the alias of one):
+# masked wherever the config is shown. Those holding a secret value (not a path or a public
+# certificate) are refused in conf files like the named secrets (jobs.common.config).
+SENSITIVE_CLIENT_PROPS = frozenset({
+    "sasl.username", "sasl.password", "sasl.oauthbearer.config", "sasl.oauthbearer.client.secret",
+    "sasl.oauthbearer.client.credentials.client.secret",
+    "sasl.oauthbearer.assertion.private.key.file", "sasl.oauthbearer.assertion.private.key.pem",
+    "sasl.oauthbearer.assertion.private.key.passphrase", "ssl.key.location", "ssl.key.password",
+    "ssl.key.pem", "ssl_key", "ssl.keystore.password", "ssl.ca.pem",
+})
+FILE_FORBIDDEN_CLIENT_PROPS = SENSITIVE_CLIENT_PROPS - {
+    "sasl.oauthbearer.assertion.private.key.file", "ssl.key.location", "ssl.ca.pem"}
+
+
+_SECRET_WORDS = ("password", "secret", "passphrase")
+
+
+def sensitive_client_prop(name: str) -> bool:
+    """Whether a librdkafka property's value is masked when shown (listed, or named like a secret)."""
+    lowered = name.lower()
+    return lowered in SENSITIVE_CLIENT_PROPS or any(word in lowered for word in _SECRET_WORDS)
+
+
+def secret_client_prop(name: str) -> bool:
+    """Whether a librdkafka property holds a secret value, which conf files may not hold."""
+    lowered = name.lower()
+    return lowered in FILE_FORBIDDEN_CLIENT_PROPS or any(word in lowered for word in _SECRET_WORDS)
 
 
 class _Section(BaseModel):
@@ -42,6 +79,26 @@ class KafkaConfig(_Section):
         props.update({key: str(value) for key, value in self.client.items()})
         return props
 
+    @field_serializer("client")
+    def _mask_client(self, client: dict[str, Any]) -> dict[str, Any]:
+        return {key: MASK if sensitive_client_prop(key) else value for key, value in client.items()}
+
+    @model_validator(mode="after")
+    def _sasl_complete(self) -> KafkaConfig:
+        if not self.security_protocol.startswith("SASL_"):
+            return self
+        if self.sasl_mechanism is None:
+            raise ValueError(
+                f"security_protocol {self.security_protocol} needs kafka.sasl_mechanism (PLAIN, "
+                "SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER); set it, or use PLAINTEXT/SSL")
+        has_login = self.sasl_username is not None and self.sasl_password is not None
+        if self.sasl_mechanism != "OAUTHBEARER" and not has_login and not self.sasl_secret_arn:
+            raise ValueError(
+                f"security_protocol {self.security_protocol} with {self.sasl_mechanism} needs "
+                "credentials: set KAPPA_KAFKA_SASL_USERNAME and KAPPA_KAFKA_SASL_PASSWORD in the "
+                "environment, or kafka.sasl_secret_arn")
+        return self
+
 
 class RedisConfig(_Section):
     """The Redis that holds live summaries."""
@@ -50,6 +107,7 @@ class RedisConfig(_Section):
     port: int = Field(default=6379, ge=1, le=65535)
     db: int = Field(default=0, ge=0)
     tls: bool = False
+    tls_ca_file: Path | None = None  # CA bundle that signed the server's certificate (tls: true)
     password: SecretStr | None = None
     auth_secret_arn: str | None = None
     embedded: bool = True
@@ -57,8 +115,21 @@ class RedisConfig(_Section):
     def client_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``redis.Redis``."""
         password = self.password.get_secret_value() if self.password else None
-        return {"host": self.host, "port": self.port, "db": self.db, "ssl": self.tls,
-                "password": password}
+        kwargs: dict[str, Any] = {"host": self.host, "port": self.port, "db": self.db,
+                                  "ssl": self.tls, "password": password}
+        if self.tls and self.tls_ca_file is not None:
+            kwargs["ssl_ca_certs"] = str(self.tls_ca_file)
+        return kwargs
+
+    @model_validator(mode="after")
+    def _tls_consistent(self) -> RedisConfig:
+        if self.tls_ca_file is not None and not self.tls:
+            raise ValueError("tls_ca_file is set but tls is false; set redis.tls=true or drop "
+                             "redis.tls_ca_file")
+        if self.tls and self.embedded:
+            raise ValueError("the embedded Redis serves no TLS; set redis.embedded=false to use a "
+                             "TLS Redis, or redis.tls=false")
+        return self
 
 
 class StackConfig(_Section):
@@ -84,6 +155,14 @@ class SparkConfig(_Section):
     emr_application_id: str | None = None
     job_role_arn: str | None = None
     artifacts_uri: str | None = None
+
+    @field_validator("master", mode="before")
+    @classmethod
+    def _master_given(cls, value: Any) -> Any:
+        if value is None or (isinstance(value, str) and (not value.strip() or " " in value.strip())):
+            raise ValueError("empty or not a Spark master; set local[N], spark://host:port, "
+                             "yarn, k8s://https://host:port or emr-serverless")
+        return value
 
 
 class LakeConfig(_Section):
@@ -119,13 +198,115 @@ class CollectorConfig(_Section):
     max_retries: int = Field(default=5, ge=1)
     topic: str = "rsvps.raw"
     dlq_topic: str = "rsvps.dlq"
+    drain_timeout_s: float = Field(default=30.0, gt=0)  # drain wait: SIGTERM, end of a file pull
+    max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)  # larger request bodies: 413
+    max_connections: int = Field(default=256, ge=1)  # open HTTP connections; more are refused
+    header_timeout_s: float = Field(default=10.0, gt=0)  # request headers must arrive within
+    body_timeout_s: float = Field(default=60.0, gt=0)  # the request body must arrive within
+    auth_token_env: str = Field(default="KAPPA_COLLECTOR_TOKEN", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class StreamingConfig(_Section):
+    """The long-running RSVP streaming job (docs/streaming.md)."""
+
+    query_name: str = Field(default="rsvps-live", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    source_topic: str = "rsvps.raw"
+    analyzed_topic: str = "rsvps.analyzed"
+    summaries_topic: str = "rsvps.summaries"
+    dlq_topic: str = "rsvps.dlq"
+    metrics_topic: str = "platform.metrics"
+    errors_topic: str = "platform.errors"
+    trigger_s: float = Field(default=1.0, gt=0)
+    max_offsets_per_trigger: int = Field(default=100_000, ge=1)
+    watermark_s: int = Field(default=60, ge=0)
+    future_skew_s: int = Field(default=300, ge=0)
+    min_event_ms: int = 946_684_800_000  # 2000-01-01T00:00:00Z: older event times are absurd
+    city_window_s: int = Field(default=60, ge=1)
+    trending_window_s: int = Field(default=600, ge=1)
+    trending_slide_s: int = Field(default=60, ge=1)
+    members_window_s: int = Field(default=60, ge=1)
+    top_n: int = Field(default=10, ge=1)
+    redis_prefix: str = "kappa"
+    window_ttl_s: int = Field(default=172_800, ge=60)
+    event_ttl_s: int = Field(default=604_800, ge=60)
+    fail_on_data_loss: bool = True
+
+
+class LoaderTableConfig(_Section):
+    """One loaded table: its source topic and its data-quality policy."""
+
+    topic: str
+    enabled: bool = True
+    quality_policy: Literal["fail", "quarantine"] = "fail"
+
+
+class LoaderConfig(_Section):
+    """The Kafka -> Delta batch loader (docs/tables.md); owned by jobs/loader."""
+
+    tables: dict[str, LoaderTableConfig] = Field(default_factory=lambda: {
+        "bronze.rsvps_raw": LoaderTableConfig(topic="rsvps.raw"),
+        "ops.dlq": LoaderTableConfig(topic="rsvps.dlq"),
+        "silver.rsvps": LoaderTableConfig(topic="rsvps.analyzed"),
+        "gold.rsvp_summaries": LoaderTableConfig(topic="rsvps.summaries"),
+    })
+    max_records_per_run: int | None = Field(default=None, ge=1)  # per table; None = to the bound
+    driver_path_max_rows: int = Field(default=500_000, ge=1)  # records per driver-path batch (measured)
+    freshness_max_age_s: int = Field(default=86_400, ge=1)  # DQ: newest event at most this old
+    freshness_blocking: bool = False  # a stale batch is reported (False) or fails its suite
+    future_skew_s: int = Field(default=300, ge=0)  # DQ: event times further ahead are invalid
+    min_event_ms: int = 946_684_800_000  # DQ: 2000-01-01; older event times are invalid
+    compact_min_files: int = Field(default=4, ge=2)  # a closed partition with more is compacted
+    compact_target_mb: int = Field(default=128, ge=1)
+    open_partition_days: int = Field(default=1, ge=0)  # event dates this recent are never compacted
+    vacuum_retention_h: int = Field(default=168, ge=0)
+    vacuum_floor_h: int = Field(default=24, ge=0)  # vacuum refuses anything shorter
+    slowest_reader_lag_h: int = Field(default=24, ge=0)  # oldest snapshot a reader may still read
+
+
+class ServeConfig(_Section):
+    """The data access tier (``kappa serve``, docs/api.md); owned by jobs/serve.
+
+    The bearer token is never configured here: it is read from the environment variable
+    named by ``auth_token_env`` (auth is off when that variable is unset, unless
+    ``require_auth`` makes the service refuse to start without it).
+    """
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=18090, ge=0, le=65535)
+    analyzed_topic: str | None = None     # None: streaming.analyzed_topic
+    summaries_topic: str | None = None    # None: streaming.summaries_topic
+    auth_token_env: str = Field(default="KAPPA_SERVE_TOKEN", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    require_auth: bool = False
+    ring_buffer_size: int = Field(default=20_000, ge=0)
+    client_buffer: int = Field(default=2_000, ge=1)
+    lag_warning_fraction: float = Field(default=0.5, gt=0, le=1)
+    send_timeout_s: float = Field(default=10.0, gt=0)
+    ping_s: float = Field(default=15.0, gt=0)
+    max_clients: int = Field(default=1_000, ge=1)
+    max_filter_values: int = Field(default=50, ge=1)
+    rate_limit_per_s: float = Field(default=20.0, gt=0)
+    rate_limit_burst: int = Field(default=100, ge=1)
+    catchup_workers: int = Field(default=4, ge=1)
+    catchup_timeout_s: float = Field(default=60.0, gt=0)
+    consumer_batch: int = Field(default=500, ge=1)
+    default_windows: int = Field(default=5, ge=1, le=1_000)
 
 
 class AirflowConfig(_Section):
-    """Where Airflow runs (filled on AWS from Terraform outputs)."""
+    """Where Airflow runs: the local one of ``kappa airflow up``, or MWAA from Terraform outputs."""
 
     dags_uri: str | None = None
     webserver_url: str | None = None
+    home: Path | None = None  # AIRFLOW_HOME; default <stack.data_dir>/airflow
+    host: Literal["127.0.0.1", "localhost"] = "127.0.0.1"
+    port: int = Field(default=18280, ge=0, le=65535)  # API server and UI; 0 = a free port at `up`
+    log_port: int = Field(default=0, ge=0, le=65535)  # task log server on loopback; 0 = a free port
+    parallelism: int = Field(default=4, ge=1)  # LocalExecutor workers (each is a process)
+    api_workers: int = Field(default=1, ge=1)
+    sql_alchemy_conn: SecretStr | None = None  # None = SQLite in home; set KAPPA_AIRFLOW__SQL_ALCHEMY_CONN
+    admin_user: str = Field(default="admin", pattern=r"^[A-Za-z0-9_.-]+$")
+    start_timeout_s: float = Field(default=180, gt=0)
+    stop_timeout_s: float = Field(default=20, gt=0)  # SIGTERM grace per process group before SIGKILL
 
 
 class KappaConfig(_Section):
@@ -139,4 +320,7 @@ class KappaConfig(_Section):
     lake: LakeConfig = LakeConfig()
     collector: CollectorConfig = CollectorConfig()
     airflow: AirflowConfig = AirflowConfig()
+    streaming: StreamingConfig = StreamingConfig()
+    loader: LoaderConfig = LoaderConfig()
+    serve: ServeConfig = ServeConfig()
     topics: dict[str, TopicSpec] = Field(default_factory=dict)

@@ -22,10 +22,13 @@ from tests.infra.tf_checks import (
     check_literal_secrets,
     check_module_calls,
     check_module_layout,
+    check_open_ingress,
     check_parse,
     check_placeholders,
     check_provider_pins,
+    check_references,
     check_s3_buckets,
+    check_secret_values,
     check_secret_variables,
     check_sensitive_outputs,
     check_variables,
@@ -139,14 +142,17 @@ def checkov() -> Path:
 
 @pytest.fixture
 def broken_lake(tmp_path: Path) -> Path:
-    """A copy of the lake module with an untyped variable, no public access block, a public ACL."""
+    """A copy of the lake module with an untyped variable, a public ACL and no public access
+    block, versioning or default encryption."""
     shutil.copytree(MODULES / "lake", tmp_path / "modules" / "lake")
     shutil.copytree(MODULES / "kms", tmp_path / "modules" / "kms")
     lake = tmp_path / "modules" / "lake"
     variables = lake / "variables.tf"
     variables.write_text(variables.read_text() + '\nvariable "owner" {\n  description = "Who owns it."\n}\n')
     main = lake / "main.tf"
-    text = remove_block(main.read_text(), 'resource "aws_s3_bucket_public_access_block" "this"')
+    text = main.read_text()
+    for companion in ("public_access_block", "versioning", "server_side_encryption_configuration"):
+        text = remove_block(text, f'resource "aws_s3_bucket_{companion}" "this"')
     text += (
         '\nresource "aws_s3_bucket_acl" "public" {\n  for_each = local.buckets\n\n'
         '  bucket = aws_s3_bucket.this[each.key].id\n  acl    = "public-read"\n}\n'
@@ -365,18 +371,20 @@ def test_checks_catch_an_untyped_variable(broken_lake):
     assert "variable.owner" in problems[0] and "no type" in problems[0]
 
 
-def test_checks_catch_a_public_bucket(broken_lake):
+def test_checks_catch_a_bucket_that_allows_plain_http(broken_lake):
     assert check_s3_buckets(MODULES / "lake") == []
-    problems = "\n".join(check_s3_buckets(broken_lake))
-    assert "resource.aws_s3_bucket_acl.public" in problems and "acl = 'public-read'" in problems
-    assert "resource.aws_s3_bucket.this" in problems
-    assert "no aws_s3_bucket_public_access_block references it" in problems
+    main = broken_lake / "main.tf"
+    main.write_text(main.read_text().replace("aws:SecureTransport", "aws:SourceVpce"))
+    problems = check_s3_buckets(broken_lake)
+    assert len(problems) == 2, problems
+    assert "resource.aws_s3_bucket.this" in problems[0] and "aws:SecureTransport" in problems[0]
 
 
-def test_checkov_fails_on_a_public_bucket(broken_lake, checkov):
+def test_checkov_fails_on_a_public_unversioned_unencrypted_bucket(broken_lake, checkov):
+    """What tf_checks leaves to checkov: public access, versioning, default encryption."""
     report = run_checkov(broken_lake, checkov)
     assert report.returncode != 0
-    assert {"CKV2_AWS_6", "CKV_AWS_20"} <= report.failed_ids, report.failed
+    assert {"CKV2_AWS_6", "CKV_AWS_20", "CKV_AWS_21", "CKV_AWS_145"} <= report.failed_ids, report.failed
 
 
 def copy_tree(tmp_path: Path, *parts: str) -> Path:
@@ -550,3 +558,63 @@ def test_checks_catch_secrets_in_code(tmp_path):
     assert len(check_literal_secrets(tmp_path)) == 1
     assert "output.token" in check_sensitive_outputs(tmp_path)[0]
     assert "lacks a reason" in check_checkov_skips(tmp_path)[0]
+
+
+# Issue 18 item 14: mistakes planted by an outside check that nothing caught before.
+OPEN_KAFKA_RULES = {
+    "aws_security_group_rule": (
+        'resource "aws_security_group_rule" "kafka_world" {\n  type              = "ingress"\n'
+        '  security_group_id = aws_security_group.kafka.id\n  cidr_blocks       = ["0.0.0.0/0"]\n'
+        '  protocol          = "tcp"\n  from_port         = 9092\n  to_port           = 9098\n}\n'),
+    "aws_vpc_security_group_ingress_rule": (
+        'resource "aws_vpc_security_group_ingress_rule" "kafka_world" {\n'
+        '  security_group_id = aws_security_group.kafka.id\n  cidr_ipv4         = "0.0.0.0/0"\n'
+        '  ip_protocol       = "tcp"\n  from_port         = 9096\n  to_port           = 9096\n}\n'),
+    "inline": (
+        'resource "aws_security_group" "kafka_world" {\n  name   = "world"\n'
+        '  vpc_id = aws_vpc.this.id\n\n  ingress {\n    from_port        = 9094\n'
+        '    to_port          = 9094\n    protocol         = "tcp"\n'
+        '    ipv6_cidr_blocks = ["::/0"]\n  }\n}\n'),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(OPEN_KAFKA_RULES))
+def test_checks_catch_kafka_ports_open_to_the_internet(tmp_path, kind):
+    network = copy_tree(tmp_path, "modules/network") / "modules" / "network"
+    assert check_open_ingress(network) == []
+    main = network / "main.tf"
+    main.write_text(main.read_text() + "\n" + OPEN_KAFKA_RULES[kind])
+    problems = check_open_ingress(network)
+    assert len(problems) == 1, problems
+    assert "kafka_world" in problems[0] and "is open to the internet" in problems[0]
+    assert {"aws_security_group_rule": "9092-9098", "inline": "9094-9094"}.get(
+        kind, "9096-9096") in problems[0]
+
+
+def test_checks_catch_an_undeclared_variable_or_local(tmp_path):
+    redis = copy_tree(tmp_path, "modules/redis") / "modules" / "redis"
+    assert check_references(redis) == []
+    outputs = redis / "outputs.tf"
+    outputs.write_text(outputs.read_text() + (
+        '\noutput "x" {\n  description = "Planted."\n  value       = var.x\n}\n'
+        '\noutput "y" {\n  description = "Planted."\n  value       = local.y\n}\n'))
+    problems = check_references(redis)
+    assert len(problems) == 2, problems
+    assert "var.x is used but no variable 'x' is declared" in problems[1]
+    assert "local.y is used but no local 'y' is declared" in problems[0]
+
+
+def test_checks_catch_a_secret_held_under_an_innocent_name(tmp_path):
+    lake = copy_tree(tmp_path, "modules/lake") / "modules" / "lake"
+    assert check_secret_values(lake) == []
+    (lake / "planted.tf").write_text(
+        'locals {\n  broker_conn = "kJ8vQ2xLp9ZrT4mW7nB3cY6dF1gH5sA0"\n'
+        '  catalog_url = "postgres://admin:hunter2@db.internal:5432/catalog"\n}\n\n'
+        'variable "admin_credential" {\n  type        = string\n  description = "Planted."\n'
+        '  default     = "Xk9PqL2mZ8vR4tW6yB1nC3dF5gH7jK0s"\n}\n')
+    problems = check_secret_values(lake)
+    assert len(problems) == 3, problems
+    assert "local.broker_conn holds a literal that looks like a secret" in problems[0]
+    assert "local.catalog_url holds a literal that looks like a secret" in problems[1]
+    assert "variable.admin_credential" in problems[2]
+    assert check_secret_variables(lake) == [], "the name-based check cannot see these"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import re
 import subprocess
@@ -43,10 +44,6 @@ PLACEHOLDER = re.compile(r"\$\{terraform:([A-Za-z0-9_]+)\}")
 SKIP_COMMENT = re.compile(r"#\s*checkov:skip=(?P<id>[^:\s]*)(?::(?P<reason>.*))?")
 CHECK_ID = re.compile(r"^CKV2?_[A-Z0-9]+_\d+$")
 MIN_SKIP_REASON = 20
-PUBLIC_ACLS = frozenset({"public-read", "public-read-write", "authenticated-read"})
-PUBLIC_ACCESS_FLAGS = (
-    "block_public_acls", "block_public_policy", "ignore_public_acls", "restrict_public_buckets",
-)
 # A variable whose name says it carries a secret value (not a reference to one).
 SECRET_VARIABLE = re.compile(r"(password|passwd|secret|token|api_key|private_key)", re.IGNORECASE)
 SECRET_REFERENCE_SUFFIXES = ("_arn", "_arns", "_name", "_id", "_rotation", "_strategy", "_days", "_version")
@@ -325,6 +322,57 @@ def check_literal_secrets(root: Path) -> list[str]:
     return problems
 
 
+SECRET_SHAPES = (
+    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
+    re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b"),  # AWS access key id
+    re.compile(r"://[^/\s:@]+:[^/\s@]+@"),  # credentials in a URL
+)
+TOKEN_LIKE = re.compile(r"^[A-Za-z0-9+/=_!@#$%^&*~-]{20,}$")
+MIN_TOKEN_ENTROPY = 3.5  # bits per character; names, ids and slugs stay well below
+
+
+def _entropy(text: str) -> float:
+    counts = Counter(text)
+    return -sum(n / len(text) * math.log2(n / len(text)) for n in counts.values())
+
+
+def looks_secret(value: str) -> bool:
+    """Whether a literal string looks like a credential, whatever it is named."""
+    if "${" in value:
+        return False
+    if any(shape.search(value) for shape in SECRET_SHAPES):
+        return True
+    mixed = (any(c.isdigit() for c in value) and any(c.islower() for c in value)
+             and any(c.isupper() for c in value))
+    return bool(TOKEN_LIKE.match(value)) and mixed and _entropy(value) >= MIN_TOKEN_ENTROPY
+
+
+def leaves(node: Any) -> Iterator[Any]:
+    """Every scalar inside nested dicts and lists (parsed HCL or YAML)."""
+    if isinstance(node, dict):
+        for value in node.values():
+            yield from leaves(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from leaves(value)
+    else:
+        yield node
+
+
+def check_secret_values(root: Path) -> list[str]:
+    """No local or variable default holds a literal that looks like a credential (any name)."""
+    problems = []
+    for directory in tf_dirs(root):
+        held = [(f"local.{name}", value) for name, value in _locals(directory).items()]
+        held += [(b.address, b.body["default"]) for b in blocks_in_dir(directory, "variable")
+                 if "default" in b.body]
+        for where, value in held:
+            if any(isinstance(text, str) and looks_secret(text) for text in leaves(value)):
+                problems.append(f"{directory}: {where} holds a literal that looks like a secret; "
+                                "generate it (random_password) or read it from Secrets Manager")
+    return problems
+
+
 def _sensitive_module_outputs(directory: Path) -> dict[str, set[str]]:
     """For each local module block in directory (by label), the outputs it marks sensitive."""
     found = {}
@@ -382,53 +430,76 @@ def check_checkov_skips(root: Path) -> list[str]:
 
 
 def check_s3_buckets(root: Path) -> list[str]:
-    """Each bucket is private (public access block, no public ACL), versioned, encrypted, TLS-only."""
+    """Each bucket has a policy that denies plain HTTP (aws:SecureTransport = false).
+
+    Public access blocks, public ACLs, versioning and default encryption are checkov's
+    (CKV2_AWS_6, CKV_AWS_20, CKV_AWS_21, CKV_AWS_145); no checkov check covers TLS-only access.
+    """
     problems = []
     for directory in tf_dirs(root):
-        resources = blocks_in_dir(directory, "resource")
-        by_type: dict[str, list[Block]] = {}
-        for block in resources:
-            by_type.setdefault(block.labels[0], []).append(block)
-        for block in by_type.get("aws_s3_bucket_public_access_block", []):
-            lax = [flag for flag in PUBLIC_ACCESS_FLAGS if block.body.get(flag) is not True]
-            if lax:
-                problems.append(f"{block.address}: {', '.join(lax)} must be true")
-        for block in by_type.get("aws_s3_bucket_acl", []) + by_type.get("aws_s3_bucket", []):
-            if block.body.get("acl") in PUBLIC_ACLS:
-                problems.append(f"{block.address}: acl = {block.body['acl']!r} makes objects public")
+        buckets = [b for b in blocks_in_dir(directory, "resource") if b.labels[0] == "aws_s3_bucket"]
         text = "\n".join(p.read_text(encoding="utf-8") for p in directory.glob("*.tf"))
-        for bucket in by_type.get("aws_s3_bucket", []):
-            address = f"aws_s3_bucket.{bucket.labels[1]}"
-            for companion, what in (
-                ("aws_s3_bucket_public_access_block", "a public access block"),
-                ("aws_s3_bucket_versioning", "versioning"),
-                ("aws_s3_bucket_server_side_encryption_configuration", "default encryption"),
-                ("aws_s3_bucket_policy", "a bucket policy"),
-            ):
-                if not any(_references(b.body.get("bucket"), address) for b in by_type.get(companion, [])):
-                    problems.append(f"{bucket.address}: no {companion} references it ({what} is required)")
-            if "aws:SecureTransport" not in text:
-                problems.append(
-                    f"{bucket.address}: no policy in {directory} denies aws:SecureTransport = false"
-                )
+        if buckets and "aws:SecureTransport" not in text:
+            problems += [f"{bucket.address}: no policy in {directory} denies aws:SecureTransport = false"
+                         for bucket in buckets]
+    return problems
+
+
+OPEN_CIDRS = frozenset({"0.0.0.0/0", "::/0"})
+
+
+def _open_ingress(block: Block) -> list[dict[str, Any]]:
+    """The ingress rules of a security group resource that admit the whole internet."""
+    kind, body = block.labels[0], block.body
+    if kind == "aws_security_group":
+        rules = [rule for rule in body.get("ingress", []) if isinstance(rule, dict)]
+    elif kind == "aws_security_group_rule" and body.get("type") == "ingress":
+        rules = [body]
+    elif kind == "aws_vpc_security_group_ingress_rule":
+        rules = [{"cidr_blocks": [body.get("cidr_ipv4"), body.get("cidr_ipv6")], **body}]
+    else:
+        return []
+    return [rule for rule in rules
+            if OPEN_CIDRS & {*rule.get("cidr_blocks", []), *rule.get("ipv6_cidr_blocks", [])}]
+
+
+def check_open_ingress(root: Path) -> list[str]:
+    """No security group admits 0.0.0.0/0 or ::/0: inline, aws_security_group_rule or
+    aws_vpc_security_group_ingress_rule (checkov checks only ports 22, 80, 3389 and all ports)."""
+    return [
+        f"{block.address}: ingress on ports {rule.get('from_port', '?')}-{rule.get('to_port', '?')} "
+        "is open to the internet; name the client security group instead"
+        for path in tf_files(root)
+        for block in blocks_in_file(path, "resource")
+        for rule in _open_ingress(block)
+    ]
+
+
+REFERENCE = re.compile(r"\b(var|local)\.([A-Za-z_][A-Za-z0-9_-]*)")
+COMMENT = re.compile(r"(?m)(^|\s)(#|//).*$")
+
+
+def check_references(root: Path) -> list[str]:
+    """Every ``var.x`` and ``local.x`` names a variable or local declared in its module."""
+    problems = []
+    for directory in tf_dirs(root):
+        declared = {
+            "var": {b.labels[0] for b in blocks_in_dir(directory, "variable")},
+            "local": set(_locals(directory)),
+        }
+        for path in sorted(directory.glob("*.tf")):
+            text = COMMENT.sub("", path.read_text(encoding="utf-8"))
+            for kind, name in sorted(set(REFERENCE.findall(text))):
+                if name not in declared[kind]:
+                    what = "variable" if kind == "var" else "local"
+                    problems.append(f"{path}: {kind}.{name} is used but no {what} {name!r} is declared")
     return problems
 
 
 def conf_placeholders(conf_path: Path) -> set[str]:
     """Names of the ``${terraform:NAME}`` placeholders among the values of a conf file."""
-
-    def values(node: Any) -> Iterator[Any]:
-        if isinstance(node, dict):
-            for value in node.values():
-                yield from values(value)
-        elif isinstance(node, list):
-            for value in node:
-                yield from values(value)
-        else:
-            yield node
-
     data = yaml.safe_load(conf_path.read_text(encoding="utf-8"))
-    return {m for v in values(data) if isinstance(v, str) for m in PLACEHOLDER.findall(v)}
+    return {m for v in leaves(data) if isinstance(v, str) for m in PLACEHOLDER.findall(v)}
 
 
 def output_names(env_dir: Path) -> Counter[str]:
@@ -754,9 +825,12 @@ def all_problems(root: Path = TERRAFORM_ROOT, conf_path: Path = PROD_CONF) -> di
         "backend": [p for env in environments for p in check_backend(env)],
         "secret variables": check_secret_variables(root),
         "literal secrets": check_literal_secrets(root),
+        "secret values": check_secret_values(root),
         "sensitive outputs": check_sensitive_outputs(root),
         "checkov skips": check_checkov_skips(root),
         "s3 buckets": check_s3_buckets(root),
+        "open ingress": check_open_ingress(root),
+        "references": check_references(root),
         "module calls": check_module_calls(root),
         "placeholders": [p for env in platforms for p in check_placeholders(conf_path, env)],
         "kafka acls": check_kafka_acls(root),

@@ -100,3 +100,76 @@ def test_relative_paths_resolve_under_the_repository():
     cfg = load_config("local", environ={})
     assert cfg.stack.data_dir.is_absolute()
     assert cfg.lake.root.startswith("/") and cfg.lake.root.endswith("var/lake")
+
+
+def test_empty_spark_master_is_refused():
+    """Issue 18 item 8."""
+    for value in ("", "   "):
+        with pytest.raises(ConfigError, match=r"spark\.master: empty or not a Spark master") as err:
+            load_config("test", environ={"KAPPA_SPARK__MASTER": value})
+        assert "1 problem(s)" in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(("environ", "expected"), [
+    ({"KAPPA_KAFKA__SECURITY_PROTOCOL": "SASL_SSL"},
+     "kafka: security_protocol SASL_SSL needs kafka.sasl_mechanism"),
+    ({"KAPPA_KAFKA__SECURITY_PROTOCOL": "SASL_PLAINTEXT", "KAPPA_KAFKA__SASL_MECHANISM": "SCRAM-SHA-512",
+      "KAPPA_KAFKA_SASL_USERNAME": "app"},
+     "kafka: security_protocol SASL_PLAINTEXT with SCRAM-SHA-512 needs credentials: set "
+     "KAPPA_KAFKA_SASL_USERNAME and KAPPA_KAFKA_SASL_PASSWORD"),
+])
+def test_sasl_without_mechanism_or_credentials_is_refused(environ, expected):
+    """Issue 18 item 8: caught at load time, not by a raw librdkafka error in doctor."""
+    with pytest.raises(ConfigError, match="1 problem") as err:
+        load_config("test", environ=environ)
+    assert expected in str(err.value)
+
+
+def test_sasl_with_credentials_or_secret_arn_loads():
+    login = load_config("test", environ={
+        "KAPPA_KAFKA__SECURITY_PROTOCOL": "SASL_SSL", "KAPPA_KAFKA__SASL_MECHANISM": "SCRAM-SHA-512",
+        "KAPPA_KAFKA_SASL_USERNAME": "app", "KAPPA_KAFKA_SASL_PASSWORD": "pw"})
+    assert login.kafka.client_config()["sasl.mechanism"] == "SCRAM-SHA-512"
+    arn = load_config("test", environ={
+        "KAPPA_KAFKA__SECURITY_PROTOCOL": "SASL_SSL", "KAPPA_KAFKA__SASL_MECHANISM": "SCRAM-SHA-512",
+        "KAPPA_KAFKA__SASL_SECRET_ARN": "arn:aws:secretsmanager:eu-west-1:1:secret:AmazonMSK_x"})
+    assert arn.kafka.sasl_secret_arn.endswith("AmazonMSK_x")
+
+
+def test_every_librdkafka_secret_in_client_is_masked():
+    """Issue 18 item 9: properties librdkafka flags sensitive never print in clear."""
+    client = {"sasl.password": "pw-1", "ssl.key.password": "pw-2", "ssl.keystore.password": "pw-3",
+              "sasl.oauthbearer.client.secret": "pw-4", "ssl.key.pem": "pw-5",
+              "sasl.oauthbearer.config": "pw-6", "linger.ms": 5}
+    cfg = load_config("test", environ={"KAPPA_KAFKA__CLIENT": json.dumps(client)})
+    assert cfg.kafka.client_config()["ssl.key.password"] == "pw-2"  # clients still get them
+    shown = json.loads(cfg.model_dump_json())["kafka"]["client"]
+    assert shown == {"sasl.password": "**********", "ssl.key.password": "**********",
+                     "ssl.keystore.password": "**********",
+                     "sasl.oauthbearer.client.secret": "**********", "ssl.key.pem": "**********",
+                     "sasl.oauthbearer.config": "**********", "linger.ms": 5}
+
+
+def test_librdkafka_secret_in_a_conf_file_is_refused(tmp_path):
+    """Issue 18 item 9: as for the named secrets, files may not hold them."""
+    (tmp_path / "base.yaml").write_text(
+        "env: x\nkafka:\n  bootstrap_servers: h:1\n  client:\n    sasl.password: oops1\n"
+        "    ssl.keystore.password: oops2\n    ssl.key.location: /etc/kafka/client.key\n")
+    (tmp_path / "dev.yaml").write_text("env: dev\n")
+    with pytest.raises(ConfigError, match="2 problem") as err:
+        load_config("dev", environ={}, directory=tmp_path)
+    message = str(err.value)
+    assert "kafka.client.sasl.password: secrets are never read from files" in message
+    assert "kafka.client.ssl.keystore.password: secrets are never read from files" in message
+    assert "oops" not in message and "ssl.key.location" not in message
+
+
+def test_redis_tls_ca_file_reaches_the_client():
+    """Issue 18 item 10: a real Redis over TLS, verified against a CA file."""
+    cfg = load_config("test", environ={"KAPPA_REDIS__EMBEDDED": "false", "KAPPA_REDIS__TLS": "true",
+                                       "KAPPA_REDIS__TLS_CA_FILE": "/etc/ssl/redis-ca.pem"})
+    kwargs = cfg.redis.client_kwargs()
+    assert kwargs["ssl"] is True and kwargs["ssl_ca_certs"] == "/etc/ssl/redis-ca.pem"
+    with pytest.raises(ConfigError, match="redis: tls_ca_file is set but tls is false"):
+        load_config("test", environ={"KAPPA_REDIS__EMBEDDED": "false",
+                                     "KAPPA_REDIS__TLS_CA_FILE": "/etc/ssl/redis-ca.pem"})

@@ -1,1 +1,0 @@
-"""Placeholder package; see README "What runs today"."""
