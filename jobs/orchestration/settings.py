@@ -84,6 +84,10 @@ def choose_ports(cfg: KappaConfig, previous: Ports | None = None) -> Ports:
                  log=pick(air.log_port, previous.log if previous else None))
 
 
+SQLITE_CONNECT_ARGS: dict[str, object] = {"timeout": 60}
+"""sqlite3 connect arguments of a local SQLite metadata DB: a 60 s busy wait, not the default 5 s."""
+
+
 def database_url(cfg: KappaConfig) -> str:
     """The metadata database: ``airflow.sql_alchemy_conn`` if set, else SQLite in the home."""
     if cfg.airflow.sql_alchemy_conn is not None:
@@ -149,6 +153,12 @@ def airflow_environment(cfg: KappaConfig, ports: Ports, base: Mapping[str, str])
         "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
         "PYTHONPATH": os.pathsep.join(p for p in (str(PROJECT_ROOT), base.get("PYTHONPATH", "")) if p),
     })
+    if env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("sqlite"):
+        # SQLite serialises writers; sqlite3's default 5 s busy wait is shorter than a scheduler
+        # loop on a loaded 2-core machine, and Airflow answers a REST backfill that meets the lock
+        # with 503 "Database is locked". Wait instead (PostgreSQL needs none of this).
+        env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS"] = f"{__name__}.SQLITE_CONNECT_ARGS"
+        env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC"] = f"{__name__}.SQLITE_CONNECT_ARGS"
     return env
 
 

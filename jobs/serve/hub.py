@@ -23,6 +23,13 @@ logger = logging.getLogger(__name__)
 Item = Record | Status
 
 
+def not_retained(gaps: list[dict[str, Any]], detail: str) -> Status:
+    """The ``not_retained`` status: each partition's lost range and how many events at most."""
+    return Status("not_retained", {
+        "detail": detail, "gaps": gaps,
+        "lost_at_most": sum(g["earliest_retained"] - g["from_offset"] for g in gaps)})
+
+
 class Subscriber:
     """One connected client: its filter and a bounded queue of what it has not been sent yet."""
 
@@ -120,6 +127,28 @@ class Hub:
             for subscriber in list(subscribers):
                 if not subscriber.offer(stamped):
                     self._on_overflow()
+
+    def skip(self, stream: str, partition: int, low: int) -> Status | None:
+        """The shared feed lost ``[position, low)`` to retention: move on and tell every client.
+
+        The ring no longer covers a resume point before ``low`` (a resume there catches up from
+        Kafka and gets its own ``not_retained``), and each live subscriber of the stream gets a
+        ``not_retained`` status in order, before the records after the gap.
+        """
+        offsets = self.position[stream]
+        if partition >= len(offsets) or low <= offsets[partition]:
+            return None
+        gap = {"stream": stream, "partition": partition, "from_offset": offsets[partition],
+               "earliest_retained": low}
+        offsets[partition] = low
+        self.ring_start[stream][partition] = max(self.ring_start[stream][partition], low)
+        status = not_retained([gap], "some live events were deleted from Kafka before this "
+                                     "service read them; streaming continues from the earliest "
+                                     "retained ones")
+        for subscriber in list(self.subscribers):
+            if stream in subscriber.filter.streams:
+                subscriber.push_status(status)
+        return status
 
     def join(self, subscriber: Subscriber, resume: dict[str, list[int]]) -> list[Record] | None:
         """Attach a subscriber after ``resume``: the ring's records it missed, or None.

@@ -55,10 +55,14 @@ class SharedFeed:
     """One consumer thread for one topic, fanned out through the hub."""
 
     def __init__(self, stream: str, topic: str, client_config: dict[str, Any], batch: int,
-                 deliver: Callable[[list[Record]], None]) -> None:
+                 deliver: Callable[[list[Record]], None], *,
+                 on_gap: Callable[[str, int, int], None] | None = None) -> None:
         self.stream, self.topic, self.batch = stream, topic, batch
         self._deliver = deliver
-        self._consumer = consumer(client_config, stream)
+        self._on_gap = on_gap or (lambda stream, partition, low: None)
+        # "error", not a silent reset: when retention passes the feed's position (it fell behind,
+        # or records were deleted) the hub must tell every client what was lost.
+        self._consumer = consumer(client_config, stream, **{"auto.offset.reset": "error"})
         self.start_offsets = [high for _, high in watermarks(self._consumer, topic)]
         self._consumer.assign([TopicPartition(topic, p, offset)
                                for p, offset in enumerate(self.start_offsets)])
@@ -100,7 +104,11 @@ class SharedFeed:
 
     def _records(self, messages: list[Any]) -> Iterator[Record]:
         for message in messages:
-            if message.error() is not None:
+            error = message.error()
+            if error is not None and error.code() == KafkaError._AUTO_OFFSET_RESET:
+                self._skip_to_retained(message.partition())
+                continue
+            if error is not None:
                 self.errors += 1
                 self.last_error = str(message.error())
                 logger.warning("stream=%s topic=%s consumer error: %s", self.stream, self.topic,
@@ -114,6 +122,17 @@ class SharedFeed:
                              self.stream, message.partition(), message.offset())
                 continue
             yield record
+
+
+    def _skip_to_retained(self, partition: int) -> None:
+        """The feed's position is no longer retained: seek to the earliest offset, report the gap."""
+        low = int(self._consumer.get_watermark_offsets(TopicPartition(self.topic, partition),
+                                                       timeout=METADATA_TIMEOUT_S)[0])
+        logger.warning("stream=%s topic=%s partition=%d: position no longer retained by Kafka; "
+                       "continuing from the earliest retained offset %d", self.stream, self.topic,
+                       partition, low)
+        self._consumer.seek(TopicPartition(self.topic, partition, low))
+        self._on_gap(self.stream, partition, low)
 
 
 class ResumeReader:

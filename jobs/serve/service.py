@@ -7,6 +7,7 @@ import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -88,9 +89,12 @@ class Service:
         def deliver(records: list[Record]) -> None:
             loop.call_soon_threadsafe(self._publish, records)
 
+        def on_gap(stream: str, partition: int, low: int) -> None:
+            loop.call_soon_threadsafe(self._skip, stream, partition, low)
+
         for stream in STREAMS:
             self.feeds[stream] = await loop.run_in_executor(
-                self.pool, SharedFeed, stream, self.topics[stream], self.kafka,
+                self.pool, partial(SharedFeed, on_gap=on_gap), stream, self.topics[stream], self.kafka,
                 serve.consumer_batch, deliver)
         self.hub = Hub({s: list(f.start_offsets) for s, f in self.feeds.items()},
                        serve.ring_buffer_size, on_overflow=self.metrics.overflows.inc)
@@ -102,6 +106,10 @@ class Service:
         hub = self.running_hub()
         hub.publish(records)
         self.metrics.received.labels(records[0].stream).inc(len(records))
+
+    def _skip(self, stream: str, partition: int, low: int) -> None:
+        if self.running_hub().skip(stream, partition, low) is not None:
+            self.metrics.not_retained.inc()
 
     async def stop(self) -> None:
         """Stop the consumers, the resume pool and the Redis client."""

@@ -12,7 +12,7 @@ import time
 from collections.abc import AsyncIterator
 
 from jobs.serve import positions
-from jobs.serve.hub import Item, Subscriber
+from jobs.serve.hub import Item, Subscriber, not_retained
 from jobs.serve.kafka_io import ResumeReader, in_thread, low_watermarks
 from jobs.serve.records import Record, Status
 from jobs.serve.service import Service
@@ -87,10 +87,8 @@ async def _retention(service: Service, streams: set[str], current: positions.Vec
     if not gaps:
         return None
     service.metrics.not_retained.inc()
-    return Status("not_retained", {
-        "detail": "some events after your Last-Event-ID are no longer retained by Kafka; "
-                  "streaming resumes from the earliest retained ones",
-        "gaps": gaps, "lost_at_most": sum(g["earliest_retained"] - g["from_offset"] for g in gaps)})
+    return not_retained(gaps, "some events after your Last-Event-ID are no longer retained by "
+                              "Kafka; streaming resumes from the earliest retained ones")
 
 
 async def _read_kafka(service: Service, subscriber: Subscriber, streams: set[str],

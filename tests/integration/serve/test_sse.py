@@ -87,6 +87,12 @@ def test_resume_after_retention_says_what_was_lost(start_serve, sender, serve_to
     resume_from = client.last_id()
     acked = sender.send(serve_topics["analyzed"], [rsvp(n) for n in range(3, 9)], partitions=1)
     assert [offset for _, offset in acked] == [3, 4, 5, 6, 7, 8]
+    # The precondition of this test: the service has read 3..8, so its ring (2 records) no
+    # longer covers the resume point and the resume must read Kafka, where 3..5 are deleted.
+    deadline = time.monotonic() + 30
+    while not httpx.get(f"{server.url}/healthz", timeout=5).json()["position"].startswith("a:9,"):
+        assert time.monotonic() < deadline, "the service never read offsets 3..8"
+        time.sleep(0.1)
     admin = AdminClient(kafka_props)
     futures = admin.delete_records([TopicPartition(serve_topics["analyzed"], 0, 6)])
     for future in futures.values():

@@ -78,3 +78,27 @@ def test_a_full_buffer_warns_then_overflows_without_blocking():
         assert sub.overflowed
 
     asyncio.run(run())
+
+
+def test_a_live_gap_reaches_subscribers_in_order_and_the_ring_stops_covering_it():
+    async def run():
+        hub = Hub({"analyzed": [0], "summaries": [0]}, ring_size=10)
+        live, other = Subscriber(Filter(), 10, 0.9), Subscriber(Filter(streams=("summaries",)), 10, 0.9)
+        hub.attach(live)
+        hub.attach(other)
+        hub.publish([rec(0, 0), rec(0, 1)])
+        status = hub.skip("analyzed", 0, 5)
+        assert status is not None and status.detail["gaps"] == [
+            {"stream": "analyzed", "partition": 0, "from_offset": 2, "earliest_retained": 5}]
+        assert status.detail["lost_at_most"] == 3
+        assert hub.skip("analyzed", 0, 3) is None  # not ahead of the position: nothing was lost
+        hub.publish([rec(0, 5)])
+        items = await live.take(10)
+        assert [getattr(i, "offset", getattr(i, "status", None)) for i in items] == [0, 1, "not_retained", 5]
+        assert items[-1].event_id == "a:6;s:0"
+        assert not other.queue
+        assert hub.join(Subscriber(Filter(), 10, 0.5), {"analyzed": [2], "summaries": [0]}) is None
+        assert [r.offset for r in hub.join(Subscriber(Filter(), 10, 0.5),
+                                           {"analyzed": [5], "summaries": [0]})] == [5]
+
+    asyncio.run(run())
