@@ -165,6 +165,17 @@ class LocalAirflow:
             return None
         return pid if alive(pid) and "airflow" in cmdline(pid) else None
 
+    def _started_alive(self, name: str) -> bool:
+        """Whether the process this ``up`` started still runs.
+
+        No command-line check as in ``pid``: a child's /proc cmdline is briefly empty while it
+        execs, which read as "exited during start" under load.
+        """
+        try:
+            return alive(int(self._pidfile(name).read_text().split()[0]))
+        except (OSError, ValueError, IndexError):
+            return False
+
     def log_path(self, name: str) -> Path:
         """The stdout/stderr log of one component."""
         return self.home / "logs" / f"{name}.out"
@@ -208,7 +219,7 @@ class LocalAirflow:
         health: dict | None = None
         while time.monotonic() < deadline:
             for name in COMPONENTS:
-                if self.pid(name) is None:
+                if not self._started_alive(name):
                     raise StackError(f"airflow {name} exited during start; log: "
                                      f"{_tail(self.log_path(name))}; see {self.log_path(name)}")
             health = _health(instance.url)
