@@ -7,10 +7,15 @@ when part of a range is no longer in the log. Both replay DAGs use them before a
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from jobs.common.config import KappaConfig
@@ -126,3 +131,42 @@ def _timestamp_at(cfg: KappaConfig, topic: str, partition: int, offset: int) -> 
         return int(message.timestamp()[1])
     finally:
         consumer.close()
+
+
+def _guard_path(cfg: KappaConfig, topic: str) -> Path:
+    root = cfg.lake.checkpoint_root
+    base = Path(root.removeprefix("file://")) if "://" not in root or root.startswith("file://") \
+        else Path(cfg.stack.data_dir)
+    return base / "kappa-replays" / f"{topic}.lock"
+
+
+@contextmanager
+def replay_guard(cfg: KappaConfig, rng: OffsetRange, *, hold: bool = True) -> Iterator[None]:
+    """Pre-flight: no other replay of the same source topic runs; with ``hold``, keep it so.
+
+    Replays of one topic run one at a time, overlapping or not: the Redis fence applies each
+    partition's offsets in order, so a later range applied first would make an earlier one a
+    no-op. The guard is an flock (released by the kernel if the holder dies) whose file names
+    the holder's pid, range and start time. It guards one machine: on a multi-host Airflow give
+    the replay tasks a one-slot pool as well (docs/runbooks/backfill.md).
+    """
+    path = _guard_path(cfg, rng.topic)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = path.read_text().strip() or "{}"
+            raise ReplayConflict(
+                f"pre-flight: another replay of {rng.topic} is running ({holder}); replays of one "
+                "topic run one at a time. Wait for it to finish (Airflow retries this task), or "
+                f"stop it; the lock is {path}") from None
+        if hold:
+            os.ftruncate(fd, 0)
+            os.write(fd, json.dumps({"pid": os.getpid(), "start": rng.starting()[rng.topic],
+                                     "end": rng.ending()[rng.topic],
+                                     "since": datetime.now(UTC).isoformat(timespec="seconds")}).encode())
+        yield
+    finally:
+        os.close(fd)

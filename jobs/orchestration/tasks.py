@@ -100,17 +100,22 @@ def replay_range(rng, sinks: Iterable[str], dry_run: bool, start: datetime | Non
     run a no-op). ``delta``: the loader up to the range's end offsets (it commits offsets with the
     data, so the lake never gets a row twice; rows before the range not loaded yet are loaded too).
     """
-    from jobs.orchestration.ranges import check_retained
+    from jobs.orchestration.ranges import check_retained, replay_guard
 
     cfg = _config()
     chosen = _check_sinks(sinks)
     check_retained(cfg, rng, start)
     _check_reachable(cfg, chosen)
     report: dict[str, Any] = {"range": rng.as_dict(), "sinks": chosen, "dry_run": dry_run}
-    if dry_run:
-        report["would_write"] = {sink: _would_write(sink) for sink in chosen}
-        _say(f"dry run: nothing written; {report}")
-        return report
+    with replay_guard(cfg, rng, hold=not dry_run):
+        if dry_run:
+            report["would_write"] = {sink: _would_write(sink) for sink in chosen}
+            _say(f"dry run: nothing written; {report}")
+            return report
+        return _replay(cfg, rng, chosen, report)
+
+
+def _replay(cfg, rng, chosen: list[str], report: dict[str, Any]) -> dict[str, Any]:
     started = time.monotonic()
     stream_sinks = [sink for sink in chosen if sink != "delta"]
     if stream_sinks and rng.records:
