@@ -226,6 +226,9 @@ def _latency(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
     stop.set()
     runner.join(120)
     client.close()
+    if not sent:
+        return {"error": "no event was acknowledged by the broker", "job_error":
+                repr(errors[0])[:500] if errors else None}
     first = min(t for _, _, t in sent) + args.settle
     measured = [(p, o, t) for p, o, t in sent if t >= first]
     latencies = _visible(measured, samples)
@@ -259,7 +262,8 @@ def _visible(events: list[tuple[int, int, float]], samples: list[tuple[float, di
 def _paced(props: dict[str, str], topic: str, rate: float, seconds: float
            ) -> list[tuple[int, int, float]]:
     """Produce generated RSVPs at ``rate``/s; return (partition, offset, produce time) each."""
-    producer = Producer(producer_config(props))
+    # every delivery reported: the sink's config reports only failures, which left this empty
+    producer = Producer({**producer_config(props), "delivery.report.only.error": False})
     sent: list[tuple[int, int, float]] = []
     lines = (g.line for g in RsvpGenerator(seed=4, faults=FAULTS,
                                            start_ms=int(time.time() * 1000)).generate())

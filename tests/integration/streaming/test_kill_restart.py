@@ -17,8 +17,8 @@ from tests.integration.streaming.conftest import produce
 from tests.integration.streaming.expected import compute, metrics_batches
 from tests.integration.streaming.test_end_to_end import check_kafka, check_metrics, check_redis, generate
 
-EVENTS = 18_000
-PER_BATCH = 2_000
+EVENTS = 10_000
+PER_BATCH = 1_000
 KILL_AFTER_S = (0.2, 1.5, 4.0)  # after a new batch reported: early, middle, late in the next one
 
 
