@@ -7,7 +7,6 @@ when part of a range is no longer in the log. Both replay DAGs use them before a
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
@@ -15,11 +14,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from jobs.common.config import KappaConfig
 from jobs.common.errors import KappaError
+from jobs.common.locks import LockHeld, exclusive_lock
 
 logger = logging.getLogger(__name__)
 
@@ -133,40 +132,31 @@ def _timestamp_at(cfg: KappaConfig, topic: str, partition: int, offset: int) -> 
         consumer.close()
 
 
-def _guard_path(cfg: KappaConfig, topic: str) -> Path:
-    root = cfg.lake.checkpoint_root
-    base = Path(root.removeprefix("file://")) if "://" not in root or root.startswith("file://") \
-        else Path(cfg.stack.data_dir)
-    return base / "kappa-replays" / f"{topic}.lock"
-
-
 @contextmanager
 def replay_guard(cfg: KappaConfig, rng: OffsetRange, *, hold: bool = True) -> Iterator[None]:
     """Pre-flight: no other replay of the same source topic runs; with ``hold``, keep it so.
 
     Replays of one topic run one at a time, overlapping or not: the Redis fence applies each
     partition's offsets in order, so a later range applied first would make an earlier one a
-    no-op. The guard is an flock (released by the kernel if the holder dies) whose file names
-    the holder's pid, range and start time. It guards one machine: on a multi-host Airflow give
-    the replay tasks a one-slot pool as well (docs/runbooks/backfill.md).
+    no-op. The guard is an flock beside the queries' own locks (released by the kernel if the
+    holder dies) whose file names the holder's pid, range and start time. It guards one
+    machine: on a multi-host Airflow give the replay tasks a one-slot pool as well
+    (docs/runbooks/backfill.md).
     """
-    path = _guard_path(cfg, rng.topic)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    from jobs.streaming.state import checkpoint_path
+
+    path = checkpoint_path(cfg.lake.checkpoint_root, "kappa-replays") / f"{rng.topic}.lock"
+    stamp = json.dumps({"pid": os.getpid(), "start": rng.starting()[rng.topic],
+                        "end": rng.ending()[rng.topic],
+                        "since": datetime.now(UTC).isoformat(timespec="seconds")})
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = path.read_text().strip() or "{}"
-            raise ReplayConflict(
-                f"pre-flight: another replay of {rng.topic} is running ({holder}); replays of one "
-                "topic run one at a time. Wait for it to finish (Airflow retries this task), or "
-                f"stop it; the lock is {path}") from None
-        if hold:
-            os.ftruncate(fd, 0)
-            os.write(fd, json.dumps({"pid": os.getpid(), "start": rng.starting()[rng.topic],
-                                     "end": rng.ending()[rng.topic],
-                                     "since": datetime.now(UTC).isoformat(timespec="seconds")}).encode())
+        fd = exclusive_lock(path, stamp if hold else None)
+    except LockHeld as held:
+        raise ReplayConflict(
+            f"pre-flight: another replay of {rng.topic} is running ({held.holder or '{}'}); replays "
+            "of one topic run one at a time. Wait for it to finish (Airflow retries this task), or "
+            f"stop it; the lock is {path}") from None
+    try:
         yield
     finally:
         os.close(fd)

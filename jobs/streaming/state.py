@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.common.errors import KappaError
+from jobs.common.locks import LockHeld, exclusive_lock
 
 STATE_FORMAT = "kappa-streaming-state/1"
 KEEP_WATERMARKS = 200
@@ -130,18 +131,11 @@ class QueryLock:
 
     def acquire(self) -> None:
         """Take the lock or raise AlreadyRunning naming the holder's pid."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
-            os.close(fd)
-            raise AlreadyRunning(f"query {self.query!r} already runs (pid {holder}, lock "
+            self._fd = exclusive_lock(self.path, str(os.getpid()))
+        except LockHeld as held:
+            raise AlreadyRunning(f"query {self.query!r} already runs (pid {held.holder or '?'}, lock "
                                  f"{self.path}); stop it first (`kappa stream stop`)") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
-        self._fd = fd
 
     def release(self) -> None:
         """Drop the lock (also dropped by the kernel when the process dies)."""
