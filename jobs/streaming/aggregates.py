@@ -1,17 +1,19 @@
-"""Pure aggregations of analyzed RSVPs into the increments the summaries are built from.
+"""Summary kinds, window sizes, and the DataFrame form of the summary increments.
 
-Input: rows of the analyzed schema (:func:`jobs.streaming.transforms.analyzed`). Windowed
-aggregates leave out rows flagged ``late``; all-time ones count every row (docs/streaming.md,
-"What counts"). :func:`summary_increments` unions them into one narrow shape so that a batch
-needs one Spark job to collect them all.
+The counting itself is :class:`jobs.streaming.records.Increments` (plain Python): the job runs it
+inside each task of its one pass over a batch (:mod:`jobs.streaming.task`). Windowed aggregates
+leave out rows flagged ``late``; all-time ones count every row (docs/streaming.md, "What counts").
+:func:`summary_increments` is the same counting as a ``DataFrame -> DataFrame`` transform, for
+backfills, notebooks and tests.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame
+import pyarrow as pa
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 Transform = Callable[[DataFrame], DataFrame]
@@ -19,6 +21,9 @@ Transform = Callable[[DataFrame], DataFrame]
 CITY, TOPIC_MINUTE, TOPIC, MEMBER, MEMBER_ALL, EVENT = (
     "city", "topic_minute", "topic", "member", "member_all", "event")
 INCREMENT_COLUMNS = ("kind", "window_start", "item", "n", "no", "guests", "label")
+INCREMENT_SCHEMA = "kind string, window_start long, item string, n long, no long, guests long, label string"
+INCREMENT_INPUT = ("event_time_ms", "event_id", "event_name", "member_id", "response", "guests",
+                   "topics", "city", "late")
 
 
 @dataclass(frozen=True)
@@ -36,131 +41,38 @@ class Windows:
                              f"{self.trending_slide_ms} ms")
 
 
-def window_start(event_ms: Column, size_ms: int) -> Column:
-    """The start of the tumbling window of ``size_ms`` holding ``event_ms``."""
-    return F.floor(event_ms / F.lit(size_ms)).cast("long") * F.lit(size_ms)
+def _count_batches(windows: Windows) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    def count(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from jobs.streaming.records import Increments
+
+        increments = Increments(windows)
+        for batch in batches:
+            for record in batch.to_pylist():
+                increments.add(record)
+        rows = increments.rows()
+        if rows:
+            yield pa.RecordBatch.from_pylist(rows, schema=increment_arrow_schema())
+
+    return count
 
 
-def on_time(df: DataFrame) -> DataFrame:
-    """Rows that are not behind the watermark."""
-    return df.where(~F.col("late"))
-
-
-def city_counts(size_ms: int) -> Transform:
-    """RSVPs per (tumbling window start, city), on-time rows only."""
-
-    def transform(df: DataFrame) -> DataFrame:
-        return (df.transform(on_time)
-                .groupBy(window_start(F.col("event_time_ms"), size_ms).alias("window_start"), "city")
-                .agg(F.count(F.lit(1)).alias("count")))
-
-    return transform
-
-
-def sliding_starts(event_ms: Column, size_ms: int, slide_ms: int) -> Column:
-    """Starts of every sliding window of ``size_ms`` (every ``slide_ms``) holding ``event_ms``."""
-    last = window_start(event_ms, slide_ms)
-    steps = size_ms // slide_ms
-    return F.transform(F.sequence(F.lit(0), F.lit(steps - 1)),
-                       lambda k: last - k.cast("long") * F.lit(slide_ms))
-
-
-def trending_counts(size_ms: int, slide_ms: int) -> Transform:
-    """RSVPs per (sliding window start, topic name), on-time rows only."""
-
-    def transform(df: DataFrame) -> DataFrame:
-        exploded = (df.transform(on_time)
-                    .select(F.explode(sliding_starts(F.col("event_time_ms"), size_ms, slide_ms))
-                            .alias("window_start"), "topics")
-                    .select("window_start", F.explode("topics").alias("topic")))
-        return exploded.groupBy("window_start", "topic").agg(F.count(F.lit(1)).alias("count"))
-
-    return transform
-
-
-def topic_counts(df: DataFrame) -> DataFrame:
-    """All-time RSVPs per topic name (late rows included)."""
-    return (df.select(F.explode("topics").alias("topic"))
-            .groupBy("topic").agg(F.count(F.lit(1)).alias("count")))
-
-
-def window_members(size_ms: int) -> Transform:
-    """Distinct (tumbling window start, member id) pairs, on-time rows only."""
-
-    def transform(df: DataFrame) -> DataFrame:
-        return (df.transform(on_time)
-                .select(window_start(F.col("event_time_ms"), size_ms).alias("window_start"), "member_id")
-                .distinct())
-
-    return transform
-
-
-def event_responses(df: DataFrame) -> DataFrame:
-    """Per event: yes and no responses, and guests brought by yes responses (late included)."""
-    yes = F.col("response") == "yes"
-    return df.groupBy("event_id").agg(
-        F.sum(F.when(yes, 1).otherwise(0)).cast("long").alias("yes"),
-        F.sum(F.when(yes, 0).otherwise(1)).cast("long").alias("no"),
-        F.sum(F.when(yes, F.col("guests")).otherwise(0)).cast("long").alias("guests"),
-        F.max("event_name").alias("event_name"),
-    )
-
-
-def _increment(kind: str, window: Column, item: Column, *, n: Column | None = None,
-               no: Column | None = None, guests: Column | None = None,
-               label: Column | None = None) -> Column:
-    zero = F.lit(0).cast("long")
-    return F.struct(F.lit(kind).alias("kind"), window.cast("long").alias("window_start"),
-                    item.cast("string").alias("item"),
-                    (n if n is not None else F.lit(1)).cast("long").alias("n"),
-                    (no if no is not None else zero).cast("long").alias("no"),
-                    (guests if guests is not None else zero).cast("long").alias("guests"),
-                    (label if label is not None else F.lit(None)).cast("string").alias("label"))
-
-
-def increment_rows(windows: Windows) -> Transform:
-    """One row per (record, summary it feeds): the input of :func:`summary_increments`.
-
-    Windowed kinds (``city``, ``topic_minute``, ``member``) only for on-time records; all-time
-    kinds (``topic``, ``member_all``, ``event``) for every record. Trending windows are built in
-    Redis from per-slide ``topic_minute`` buckets, so a record feeds one bucket per topic instead
-    of every sliding window holding it.
-    """
-
-    def transform(df: DataFrame) -> DataFrame:
-        on = ~F.col("late")
-        yes = F.col("response") == "yes"
-        minute = window_start(F.col("event_time_ms"), windows.trending_slide_ms)
-        per_topic = F.transform("topics", lambda t: F.array(
-            _increment(TOPIC, F.lit(0), t),
-            F.when(on, _increment(TOPIC_MINUTE, minute, t))))
-        fixed = F.array(
-            F.when(on, _increment(CITY, window_start(F.col("event_time_ms"), windows.city_ms),
-                                  F.col("city"))),
-            F.when(on, _increment(MEMBER, window_start(F.col("event_time_ms"), windows.members_ms),
-                                  F.col("member_id"))),
-            _increment(MEMBER_ALL, F.lit(0), F.col("member_id")),
-            _increment(EVENT, F.lit(0), F.col("event_id"), n=F.when(yes, 1).otherwise(0),
-                       no=F.when(yes, 0).otherwise(1), guests=F.when(yes, F.col("guests")).otherwise(0),
-                       label=F.col("event_name")),
-        )
-        everything = F.concat(fixed, F.flatten(per_topic))
-        return (df.select(F.explode(everything).alias("i")).where(F.col("i").isNotNull())
-                .select("i.*"))
-
-    return transform
+def increment_arrow_schema() -> pa.Schema:
+    """The Arrow schema of increment rows (INCREMENT_SCHEMA)."""
+    return pa.schema([("kind", pa.string()), ("window_start", pa.int64()), ("item", pa.string()),
+                      ("n", pa.int64()), ("no", pa.int64()), ("guests", pa.int64()),
+                      ("label", pa.string())])
 
 
 def summary_increments(windows: Windows) -> Transform:
-    """Every summary increment of a set of analyzed rows: one shuffle, INCREMENT_COLUMNS.
+    """Analyzed rows (:data:`INCREMENT_INPUT` columns at least) -> every summary increment.
 
-    ``n`` is the count (``yes`` responses for ``event``); ``no`` and ``guests`` are only set for
-    ``event``; ``label`` carries the event's name.
+    One row per (kind, window_start, item) with :data:`INCREMENT_COLUMNS`: counted per task by
+    :class:`~jobs.streaming.records.Increments`, then summed across tasks.
     """
 
     def transform(df: DataFrame) -> DataFrame:
-        return (df.transform(increment_rows(windows))
-                .groupBy("kind", "window_start", "item")
+        per_task = df.select(*INCREMENT_INPUT).mapInArrow(_count_batches(windows), INCREMENT_SCHEMA)
+        return (per_task.groupBy("kind", "window_start", "item")
                 .agg(F.sum("n").alias("n"), F.sum("no").alias("no"), F.sum("guests").alias("guests"),
                      F.max("label").alias("label")))
 

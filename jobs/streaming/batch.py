@@ -10,25 +10,22 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from pyspark import inheritable_thread_target
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame
 
 from jobs.common.config import KappaConfig
-from jobs.common.kafka.adapter import write_kafka
 from jobs.common.kafka.client import consumer_config, producer_config
-from jobs.streaming import transforms as T
-from jobs.streaming.aggregates import Windows, summary_increments
+from jobs.streaming.aggregates import Windows
 from jobs.streaming.redis_sink import Partition, RedisSummarySink
 from jobs.streaming.state import BatchWatermark, WatermarkLog
+from jobs.streaming.task import TASK_SCHEMA, TaskPlan, batch_task, split_output
+from jobs.streaming.validate import Rules
 
 logger = logging.getLogger(__name__)
 
@@ -62,9 +59,9 @@ class Totals:
         self.last_batch = dict(metrics)
 
 
-def rules_from(cfg: KappaConfig) -> T.Rules:
+def rules_from(cfg: KappaConfig) -> Rules:
     """The validation rules of the config."""
-    return T.Rules(min_event_ms=cfg.streaming.min_event_ms,
+    return Rules(min_event_ms=cfg.streaming.min_event_ms,
                    future_skew_ms=cfg.streaming.future_skew_s * 1000,
                    max_record_bytes=cfg.collector.max_record_bytes)
 
@@ -101,34 +98,19 @@ class BatchProcessor:
         started = time.monotonic()
         clock = _Clock()
         used = self.watermarks.for_batch(batch_id)
-        parsed = df.transform(T.parse_rsvps(self.rules)).persist()
-        try:
-            fence = self.redis.fence() if self.redis else {}
-            stats = _stats(parsed, used, fence)
-            clock.lap("read_parse_stats")
-            written: dict[str, int] = {}
-            # The aggregate job runs beside the Kafka write (both read the cached batch): the
-            # two fill local[*]'s cores where one job's last tasks leave a core idle. Redis is
-            # still applied only after the Kafka outputs succeeded.
-            increments = (_Background(lambda: self._increments(parsed, used, fence))
-                          if self.redis is not None else None)
-            try:
-                if KAFKA in self.sinks:
-                    self._write_kafka(parsed, used)
-                    written |= {"analyzed": sum(st["valid_rows"] for st in stats),
-                                "dlq": sum(st["dlq_rows"] for st in stats)}
-                    clock.lap("kafka_outputs")
-            except BaseException:
-                if increments is not None:
-                    increments.join()  # no job left running on the unpersisted batch
-                raise
-            rows = increments.result() if increments is not None else []
-            if self.redis is not None:
-                clock.lap("aggregate")
-                written["summaries"] = self._apply_redis(rows, used, fence, stats=stats,
-                                                       batch_id=batch_id, clock=clock)
-        finally:
-            parsed.unpersist()
+        fence = self.redis.fence() if self.redis else {}
+        # One pass: every task validates its records, produces the Kafka outputs and counts;
+        # only the counts come back (jobs/streaming/task.py).
+        output = df.mapInArrow(batch_task(self._plan(used, fence)), TASK_SCHEMA).toArrow()
+        stats, increments = split_output(output.to_pylist())
+        clock.lap("read_process_produce")
+        written: dict[str, int] = {}
+        if KAFKA in self.sinks:
+            written |= {"analyzed": sum(st["valid_rows"] for st in stats),
+                        "dlq": sum(st["dlq_rows"] for st in stats)}
+        if self.redis is not None:
+            written["summaries"] = self._apply_redis(increments, used, fence, stats=stats,
+                                                   batch_id=batch_id, clock=clock)
         batch_max = max((s["max_event_ms"] for s in stats if s["max_event_ms"] is not None), default=None)
         max_after = max((v for v in (used.max_event_ms, batch_max) if v is not None), default=None)
         metrics = self._metrics(batch_id, stats, used, max_after, time.monotonic() - started)
@@ -141,25 +123,17 @@ class BatchProcessor:
                     metrics["dlq_rows"], metrics["late_rows"], metrics["applied_rows"],
                     metrics["batch_duration_ms"] / 1000)
 
-    def _write_kafka(self, parsed: DataFrame, used: BatchWatermark) -> None:
-        s = self.cfg.streaming
-        dead = parsed.transform(T.invalid).transform(T.dead_letters(s.dlq_topic))
-        good = (parsed.transform(T.valid).transform(T.analyzed(used.watermark_ms))
-                .transform(T.analyzed_records(s.analyzed_topic)))
-        # One write (one Spark job, one producer per task) for both topics: rows carry their topic.
-        write_kafka(good.unionByName(dead, allowMissingColumns=True), self.cfg)
-
-    def _increments(self, parsed: DataFrame, used: BatchWatermark,
-                    fence: Mapping[Partition, int]) -> list[dict[str, Any]]:
-        rows = (parsed.where(_applicable(fence)).transform(T.valid)
-                .transform(T.analyzed(used.watermark_ms)))
-        return [row.asDict() for row in rows.transform(summary_increments(self.windows)).collect()]
+    def _plan(self, used: BatchWatermark, fence: Mapping[Partition, int]) -> TaskPlan:
+        s, produces = self.cfg.streaming, KAFKA in self.sinks
+        return TaskPlan(rules=self.rules, windows=self.windows, watermark_ms=used.watermark_ms,
+                        fence=dict(fence), analyzed_topic=s.analyzed_topic if produces else None,
+                        dlq_topic=s.dlq_topic if produces else None,
+                        kafka=self.cfg.kafka.client_config(), count=self.redis is not None)
 
     def _apply_redis(self, increments: list[dict[str, Any]], used: BatchWatermark,
                      fence: dict[Partition, int], *, stats: list[dict[str, Any]], batch_id: int,
                      clock: _Clock) -> int:
         assert self.redis is not None
-        del used
         s = self.cfg.streaming
         new_fence = {(st["topic"], st["partition"]): st["max_offset"] + 1 for st in stats
                      if st["applicable"]}
@@ -245,35 +219,6 @@ class BatchProcessor:
             self._latest.close()
 
 
-class _Background:
-    """A Spark action run on another thread (with the batch's local properties); ``result()`` joins."""
-
-    def __init__(self, action: Callable[[], list[dict[str, Any]]]) -> None:
-        self._value: list[dict[str, Any]] = []
-        self._error: BaseException | None = None
-
-        def run() -> None:
-            try:
-                self._value = action()
-            except BaseException as exc:  # re-raised by result() on the batch's thread
-                self._error = exc
-
-        self._thread = threading.Thread(target=inheritable_thread_target(run), daemon=True,
-                                        name="kappa-batch-aggregate")
-        self._thread.start()
-
-    def join(self) -> None:
-        """Wait for the action, whatever its outcome."""
-        self._thread.join()
-
-    def result(self) -> list[dict[str, Any]]:
-        """Wait for the action; its value, or its exception raised here."""
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._value
-
-
 class _Clock:
     """Milliseconds spent in each phase of a batch (reported in the metrics as phases_ms)."""
 
@@ -285,29 +230,3 @@ class _Clock:
         now = time.monotonic()
         self.laps[name] = int((now - self._last) * 1000)
         self._last = now
-
-
-def _applicable(fence: Mapping[Partition, int]) -> Column:
-    """Rows not yet applied to Redis: at or after the fence of their partition."""
-    condition = F.lit(True)
-    for (topic, partition), offset in fence.items():
-        here = (F.col("topic") == topic) & (F.col("partition") == partition)
-        condition = condition & ~(here & (F.col("offset") < offset))
-    return condition
-
-
-def _stats(parsed: DataFrame, used: BatchWatermark, fence: Mapping[Partition, int]) -> list[dict[str, Any]]:
-    """Per (topic, partition, applicable): rows, valid, dead-lettered, late, offsets, max event time."""
-    ok = F.col("reason").isNull()
-    late = F.lit(False)
-    if used.watermark_ms is not None:
-        late = ok & (F.col("rsvp.mtime") < F.lit(used.watermark_ms))
-    rows = (parsed.groupBy("topic", "partition", _applicable(fence).alias("applicable"))
-            .agg(F.count(F.lit(1)).alias("input_rows"),
-                 F.sum(ok.cast("long")).alias("valid_rows"),
-                 F.sum((~ok).cast("long")).alias("dlq_rows"),
-                 F.sum(late.cast("long")).alias("late_rows"),
-                 F.min("offset").alias("min_offset"), F.max("offset").alias("max_offset"),
-                 F.max(F.when(ok, F.col("rsvp.mtime"))).alias("max_event_ms"))
-            .collect())
-    return [row.asDict() for row in rows]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import repeat
 
@@ -33,6 +33,7 @@ from jobs.common.kafka.options import SinkOptions
 logger = logging.getLogger(__name__)
 
 BYTES_OR_STRING = (T.StringType(), T.BinaryType())
+_NO_EXTRA: dict = {}
 
 
 @dataclass(frozen=True)
@@ -110,33 +111,75 @@ class KafkaStreamWriter(_ProducingWriter, DataSourceStreamArrowWriter):
         logger.warning("kafka stream write aborted batch_id=%d tasks=%d", batchId, len(messages))
 
 
+class TaskProducer:
+    """The idempotent producer of one task: counts failed deliveries; :meth:`finish` flushes.
+
+    Nothing is dropped silently: ``finish`` raises KafkaSourceError unless Kafka acknowledged
+    every record, so the task (and with it the batch) fails and is retried.
+    """
+
+    def __init__(self, kafka: Mapping[str, str], flush_timeout_ms: int) -> None:
+        self.failures: list[KafkaError] = []
+        self.rows = 0
+        self._flush_timeout_s = flush_timeout_ms / 1000
+        self._producer = Producer(producer_config(kafka) | {"on_delivery": self._on_delivery})
+
+    def _on_delivery(self, err: KafkaError | None, _msg: object) -> None:
+        if err is not None:
+            self.failures.append(err)
+
+    def produce(self, topic: str | None, value: object, key: object = None,
+                headers: list[tuple[str, bytes]] | None = None, partition: int | None = None) -> None:
+        """Queue one record (waiting for room when librdkafka's queue is full)."""
+        extra: dict = _NO_EXTRA
+        if partition is not None or headers:
+            extra = {"partition": partition} if partition is not None else {}
+            if headers:
+                extra["headers"] = headers
+        while True:
+            try:
+                self._producer.produce(topic, value, key, **extra)  # type: ignore[arg-type]
+                break
+            except BufferError:
+                self._producer.poll(0.1)
+            except KafkaException as exc:
+                raise KafkaSourceError(f"a record was rejected by the producer: {exc.args[0].str()}; "
+                                       "the batch fails") from None
+        self.rows += 1
+
+    def poll(self) -> None:
+        """Serve delivery callbacks without waiting."""
+        self._producer.poll(0)
+
+    def finish(self) -> int:
+        """Flush; the number of records produced, or KafkaSourceError if any was not delivered."""
+        remaining = self._producer.flush(self._flush_timeout_s)
+        rows = self.rows
+        if remaining:
+            raise KafkaSourceError(f"{remaining} of {rows} record(s) were not acknowledged within "
+                                   f"flushTimeoutMs={int(self._flush_timeout_s * 1000)}; the batch "
+                                   "fails and will be retried; check the brokers")
+        if self.failures:
+            first = self.failures[0]
+            raise KafkaSourceError(f"{len(self.failures)} of {rows} record(s) failed delivery to Kafka, "
+                                   f"first error: {first.str()} ({first.name()}); the batch fails "
+                                   "so nothing is dropped silently: fix the cause (topic exists? record "
+                                   "within max.message.bytes? ACLs?) and rerun")
+        return rows
+
+
 def produce_batches(batches: Iterator[pa.RecordBatch], options: SinkOptions, layout: SinkLayout) -> int:
     """Produce all rows, flush, and raise KafkaSourceError unless every record was delivered."""
-    failures: list[KafkaError] = []
-    def on_delivery(err: KafkaError | None, _msg: object) -> None:
-        if err is not None:
-            failures.append(err)
-
-    props = producer_config(options.kafka) | {"on_delivery": on_delivery}
-    producer = Producer(props)
-    rows, began = 0, time.monotonic()
+    producer = TaskProducer(options.kafka, options.flush_timeout_ms)
+    began = time.monotonic()
     for batch in batches:
-        rows += _produce_batch(producer, batch, options, layout)
-    remaining = producer.flush(options.flush_timeout_ms / 1000)
-    if remaining:
-        raise KafkaSourceError(f"{remaining} of {rows} record(s) were not acknowledged within "
-                               f"flushTimeoutMs={options.flush_timeout_ms}; the batch fails and "
-                               "will be retried; check the brokers")
-    if failures:
-        raise KafkaSourceError(f"{len(failures)} of {rows} record(s) failed delivery to Kafka, first "
-                               f"error: {failures[0].str()} ({failures[0].name()}); the batch fails "
-                               "so nothing is dropped silently: fix the cause (topic exists? record "
-                               "within max.message.bytes? ACLs?) and rerun")
+        _produce_batch(producer, batch, options, layout)
+    rows = producer.finish()
     logger.debug("kafka produce rows=%d elapsed_s=%.3f", rows, time.monotonic() - began)
     return rows
 
 
-def _produce_batch(producer: Producer, batch: pa.RecordBatch, options: SinkOptions,
+def _produce_batch(producer: TaskProducer, batch: pa.RecordBatch, options: SinkOptions,
                    layout: SinkLayout) -> int:
     count = batch.num_rows
     values = batch.column("value").to_pylist()
@@ -149,20 +192,13 @@ def _produce_batch(producer: Producer, batch: pa.RecordBatch, options: SinkOptio
     else:
         topics = repeat(options.topic, count)
     extras = _extras(batch, layout)
-    try:
-        if extras is None:
-            for topic, value, key in zip(topics, values, keys, strict=False):
-                try:
-                    producer.produce(topic, value, key)  # type: ignore[arg-type]  # str by the check above
-                except BufferError:
-                    _produce_when_room(producer, topic, value, key, {})
-        else:
-            for topic, value, key, extra in zip(topics, values, keys, extras, strict=False):
-                _produce_when_room(producer, topic, value, key, extra)
-    except KafkaException as exc:
-        raise KafkaSourceError(f"a record was rejected by the producer: {exc.args[0].str()}; "
-                               "the batch fails") from None
-    producer.poll(0)
+    if extras is None:
+        for topic, value, key in zip(topics, values, keys, strict=False):
+            producer.produce(topic, value, key)
+    else:
+        for topic, value, key, extra in zip(topics, values, keys, extras, strict=False):
+            producer.produce(topic, value, key, **extra)
+    producer.poll()
     return count
 
 
@@ -180,16 +216,6 @@ def _extras(batch: pa.RecordBatch, layout: SinkLayout) -> list[dict] | None:
             extra["headers"] = [(h["key"], h["value"]) for h in row_headers]
         extras.append(extra)
     return extras
-
-
-def _produce_when_room(producer: Producer, topic: str | None, value: object, key: object,
-                       extra: dict) -> None:
-    while True:
-        try:
-            producer.produce(topic, value, key, **extra)  # type: ignore[arg-type]  # Arrow str|bytes values
-            return
-        except BufferError:
-            producer.poll(0.1)
 
 
 def _check_type(types: dict[str, T.DataType], name: str, allowed: tuple[T.DataType, ...],

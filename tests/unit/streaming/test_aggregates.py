@@ -1,4 +1,8 @@
-"""Summary increments of four analyzed rows (one late), expected rows written by hand."""
+"""Summary increments of four analyzed rows (one late), expected rows written by hand.
+
+``Increments`` (plain Python) is what the job runs in each task; ``summary_increments`` is the
+same counting as a DataFrame transform.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,8 @@ import pytest
 from pyspark.sql import Row
 from pyspark.testing import assertDataFrameEqual
 
-from jobs.streaming.aggregates import INCREMENT_COLUMNS, Windows, increment_rows, summary_increments
+from jobs.streaming.aggregates import INCREMENT_COLUMNS, Windows, summary_increments
+from jobs.streaming.records import Increments, merge_increments
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z, a multiple of every window size below
 MINUTE = 60_000
@@ -16,21 +21,26 @@ ANALYZED = ("event_time_ms long, event_id string, event_name string, member_id l
             "guests long, topics array<string>, city string, late boolean")
 
 
+TUPLES = [
+    (T0 + 5_000, "e1", "Mixer", 1, "yes", 2, ["Salsa", "Comedy"], "Barcelona", False),
+    (T0 + 70_000, "e1", "Mixer", 2, "no", 3, ["Salsa"], "Barcelona", False),
+    (T0 + 130_000, "e2", "Walk", 1, "yes", 0, ["Comedy"], "Madrid", False),
+    (T0 - 200_000, "e2", "Walk", 3, "no", 1, ["Salsa"], "Madrid", True),  # late
+]
+NAMES = [part.split()[0] for part in ANALYZED.split(", ")]
+
+
 @pytest.fixture()
 def rows(spark):
-    return spark.createDataFrame([
-        (T0 + 5_000, "e1", "Mixer", 1, "yes", 2, ["Salsa", "Comedy"], "Barcelona", False),
-        (T0 + 70_000, "e1", "Mixer", 2, "no", 3, ["Salsa"], "Barcelona", False),
-        (T0 + 130_000, "e2", "Walk", 1, "yes", 0, ["Comedy"], "Madrid", False),
-        (T0 - 200_000, "e2", "Walk", 3, "no", 1, ["Salsa"], "Madrid", True),  # late
-    ], ANALYZED)
+    return spark.createDataFrame(TUPLES, ANALYZED)
 
 
 def increments(*tuples: tuple) -> list[Row]:
     return [Row(**dict(zip(INCREMENT_COLUMNS, values, strict=True))) for values in tuples]
 
 
-def test_increment_rows(rows) -> None:
+def test_increments_of_each_record() -> None:
+    """Each record alone: what it adds to every summary it feeds."""
     expected = increments(
         # row 1, T0 + 5 s
         ("city", T0, "Barcelona", 1, 0, 0, None),
@@ -60,7 +70,28 @@ def test_increment_rows(rows) -> None:
         ("event", 0, "e2", 0, 1, 0, "Walk"),
         ("topic", 0, "Salsa", 1, 0, 0, None),
     )
-    assertDataFrameEqual(rows.transform(increment_rows(WINDOWS)), expected)
+    per_record = []
+    for values in TUPLES:
+        one = Increments(WINDOWS)
+        one.add(dict(zip(NAMES, values, strict=True)))
+        per_record.extend(one.rows())
+    assert sorted(map(_key, per_record)) == sorted(map(_key, (row.asDict() for row in expected)))
+
+
+def _key(row: dict) -> tuple:
+    return tuple(row[name] for name in INCREMENT_COLUMNS)
+
+
+def test_increments_merge_across_tasks() -> None:
+    """Two tasks' counts merged on the driver equal one task's count of every record."""
+    first, second, whole = Increments(WINDOWS), Increments(WINDOWS), Increments(WINDOWS)
+    for index, values in enumerate(TUPLES):
+        record = dict(zip(NAMES, values, strict=True))
+        (first if index % 2 else second).add(record)
+        whole.add(record)
+    merged = merge_increments([*first.rows(), *second.rows()])
+    assert sorted(map(_key, merged)) == sorted(map(_key, whole.rows()))
+    assert ("topic", 0, "Salsa", 3, 0, 0, None) in set(map(_key, merged))
 
 
 def test_summary_increments(rows) -> None:

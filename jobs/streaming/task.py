@@ -1,0 +1,143 @@
+"""One task's pass over its share of a micro-batch: validate, write the Kafka outputs, count.
+
+The job runs ``df.mapInArrow(batch_task(plan), TASK_SCHEMA)`` once per micro-batch: every task
+reads its Kafka records once, validates each with :func:`jobs.streaming.validate.parse`, produces
+the analyzed record or the dead letter (the Kafka edge, :class:`TaskProducer`, flushed before the
+task ends, so a batch never commits with undelivered records), and counts the summary increments
+and per-partition stats of its rows. Only those counts go back to the driver, which sums them
+and applies them to Redis in one fenced transaction. One Spark job per batch, no cache, no
+shuffle: docs/streaming.md ("One pass per batch") has the measurements behind the choice.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from jobs.common.kafka.sink import TaskProducer
+from jobs.streaming.aggregates import INCREMENT_SCHEMA, Windows, increment_arrow_schema
+from jobs.streaming.records import (
+    Increments,
+    analyzed,
+    analyzed_value,
+    dead_letter_headers,
+    dead_letter_value,
+    merge_increments,
+)
+from jobs.streaming.validate import Rules, parse
+
+Partition = tuple[str, int]
+STATS_KIND = "_stats"
+TASK_SCHEMA = INCREMENT_SCHEMA
+"""Increment rows, plus one ``_stats`` row per (topic, partition, applicable) with JSON in ``label``."""
+STAT_COUNTS = ("input_rows", "valid_rows", "dlq_rows", "late_rows")
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """What every task of one batch does; shipped to the executors with the function."""
+
+    rules: Rules
+    windows: Windows
+    watermark_ms: int | None
+    fence: Mapping[Partition, int]
+    analyzed_topic: str | None
+    dlq_topic: str | None
+    kafka: Mapping[str, str]
+    flush_timeout_ms: int = 120_000
+    count: bool = True
+
+    @property
+    def produces(self) -> bool:
+        """Whether the tasks write the Kafka outputs."""
+        return self.analyzed_topic is not None and self.dlq_topic is not None
+
+
+def batch_task(plan: TaskPlan) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function of a batch (Kafka source columns in, TASK_SCHEMA out)."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        producer = TaskProducer(plan.kafka, plan.flush_timeout_ms) if plan.produces else None
+        increments = Increments(plan.windows) if plan.count else None
+        stats: dict[tuple[str, int, bool], list[Any]] = {}
+        for batch in batches:
+            _one_batch(batch, plan, producer, increments, stats)
+        if producer is not None:
+            producer.finish()
+        rows = increments.rows() if increments is not None else []
+        rows += [_stats_row(key, value) for key, value in stats.items()]
+        if rows:
+            yield pa.RecordBatch.from_pylist(rows, schema=increment_arrow_schema())
+
+    return run
+
+
+def _one_batch(batch: pa.RecordBatch, plan: TaskPlan, producer: TaskProducer | None,
+               increments: Increments | None, stats: dict[tuple[str, int, bool], list[Any]]) -> None:
+    rules, watermark, fence = plan.rules, plan.watermark_ms, plan.fence
+    micros = batch.column("timestamp").cast(pa.int64()).to_pylist()
+    columns = zip(batch.column("key").to_pylist(), batch.column("value").to_pylist(),
+                  batch.column("topic").to_pylist(), batch.column("partition").to_pylist(),
+                  batch.column("offset").to_pylist(), micros, strict=True)
+    for key, value, topic, partition, offset, us in columns:
+        kafka_ms = us // 1000 if us is not None else None
+        applicable = offset >= fence.get((topic, partition), 0)
+        st = stats.get((topic, partition, applicable))
+        if st is None:
+            st = stats[(topic, partition, applicable)] = [0, 0, 0, 0, offset, offset, None]
+        st[0] += 1
+        st[4], st[5] = min(st[4], offset), max(st[5], offset)
+        rsvp, reason = parse(value, kafka_ms, rules)
+        if reason is not None:
+            st[2] += 1
+            if producer is not None:
+                producer.produce(plan.dlq_topic, dead_letter_value(value), key, headers=dead_letter_headers(
+                    reason, topic, partition, offset, len(value) if value is not None else 0))
+            continue
+        record = analyzed(rsvp, topic, partition, offset, kafka_ms, watermark_ms=watermark)
+        st[1] += 1
+        st[3] += record["late"]
+        if st[6] is None or rsvp.mtime > st[6]:
+            st[6] = rsvp.mtime
+        if producer is not None:
+            producer.produce(plan.analyzed_topic, analyzed_value(record), record["event_id"].encode())
+        if applicable and increments is not None:
+            increments.add(record)
+    if producer is not None:
+        producer.poll()
+
+
+def _stats_row(key: tuple[str, int, bool], st: list[Any]) -> dict[str, Any]:
+    topic, partition, applicable = key
+    label = {"topic": topic, "partition": partition, "applicable": applicable,
+             **dict(zip(STAT_COUNTS, st[:4], strict=True)),
+             "min_offset": st[4], "max_offset": st[5], "max_event_ms": st[6]}
+    return {"kind": STATS_KIND, "window_start": 0, "item": f"{topic}/{partition}/{applicable}",
+            "n": st[0], "no": 0, "guests": 0, "label": json.dumps(label)}
+
+
+def split_output(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Task output rows -> (per-partition stats summed across tasks, merged increments)."""
+    stats: dict[tuple[str, int, bool], dict[str, Any]] = {}
+    increments = []
+    for row in rows:
+        if row["kind"] != STATS_KIND:
+            increments.append(row)
+            continue
+        st = json.loads(row["label"])
+        key = (st["topic"], st["partition"], st["applicable"])
+        into = stats.get(key)
+        if into is None:
+            stats[key] = st
+            continue
+        for name in STAT_COUNTS:
+            into[name] += st[name]
+        into["min_offset"] = min(into["min_offset"], st["min_offset"])
+        into["max_offset"] = max(into["max_offset"], st["max_offset"])
+        events = [v for v in (into["max_event_ms"], st["max_event_ms"]) if v is not None]
+        into["max_event_ms"] = max(events) if events else None
+    return list(stats.values()), merge_increments(increments)
