@@ -3,7 +3,9 @@
 Only partitions whose date is older than ``loader.open_partition_days`` are compacted, so the
 loader (which appends to recent dates) never races the compaction; a concurrent commit would
 still only make one of them fail (Delta optimistic concurrency), never corrupt the table.
-Vacuum refuses a retention below ``loader.vacuum_floor_h`` or the slowest reader's lag.
+Vacuum (the table's and its quarantine table's) removes files older than the retention that no
+commit references any more or ever did, and refuses a retention below ``loader.vacuum_floor_h``
+or the slowest reader's lag.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ import pyarrow as pa
 from deltalake import DeltaTable
 
 from jobs.common.config import KappaConfig
-from jobs.common.delta import open_delta
+from jobs.common.delta import open_delta, table_uri
 from jobs.common.errors import ConfigError
-from jobs.loader.tables import LoadTarget
+from jobs.loader.tables import LoadTarget, quarantine_name
 
 
 class RetentionTooShort(ConfigError):
@@ -72,11 +74,25 @@ def maintain_table(cfg: KappaConfig, target: LoadTarget, retention_h: int, dry_r
             table.optimize.compact(partition_filters=[(column, "=", value)],
                                    target_size=cfg.loader.compact_target_mb * 1024 * 1024)
         table = DeltaTable(target.uri)
-    removed = table.vacuum(retention_hours=retention_h, dry_run=dry_run, enforce_retention_duration=False)
+    removed = _vacuum(table, retention_h, dry_run)
     files, size, per_partition = _files(DeltaTable(target.uri), column)
+    quarantine = open_delta(table_uri(cfg.lake.root, quarantine_name(target.spec.name)))
+    cleared = _vacuum(quarantine, retention_h, dry_run) if quarantine else []
     report |= {"files_after": files, "bytes_after": size, "compacted_partitions": due,
-               "vacuumed_files": len(removed), "files_per_partition_after": dict(per_partition)}
+               "vacuumed_files": len(removed), "files_per_partition_after": dict(per_partition),
+               "quarantine_vacuumed_files": len(cleared)}
     return report
+
+
+def _vacuum(table: DeltaTable, retention_h: int, dry_run: bool) -> list[str]:
+    """Delete files older than the retention that the log no longer (or never) references.
+
+    ``full=True``: also the files no commit ever referenced (a failed executor-path batch, a
+    crashed run, a task attempt Spark retried); files younger than the retention stay, so a load
+    still writing its files is never disturbed.
+    """
+    return table.vacuum(retention_hours=retention_h, dry_run=dry_run, enforce_retention_duration=False,
+                        full=True)
 
 
 def run_maintenance(cfg: KappaConfig, targets: list[LoadTarget], retention_h: int | None, dry_run: bool,
