@@ -251,6 +251,8 @@ class LoaderConfig(_Section):
     })
     max_records_per_run: int | None = Field(default=None, ge=1)  # per table; None = to the bound
     driver_path_max_rows: int = Field(default=500_000, ge=1)  # records per driver-path batch (measured)
+    write_path: Literal["auto", "driver", "executors"] = "auto"  # who writes append tables' files
+    executor_chunk_rows: int = Field(default=200_000, ge=1)  # rows an executor validates and writes at once
     freshness_max_age_s: int = Field(default=86_400, ge=1)  # DQ: newest event at most this old
     freshness_blocking: bool = False  # a stale batch is reported (False) or fails its suite
     future_skew_s: int = Field(default=300, ge=0)  # DQ: event times further ahead are invalid

@@ -183,7 +183,13 @@ def _same_type(a: pa.DataType, b: pa.DataType) -> bool:
 
 def commit_files(uri: str, actions: list[Any], schema: pa.Schema, *, snapshot: DeltaTable | None,
                  partition_by: Sequence[str], commit: Commit) -> int:
-    """Commit Parquet files that executors already wrote under ``uri`` (the scale path)."""
+    """Commit Parquet files that executors already wrote under ``uri`` (the executor write path).
+
+    Same contract as :func:`write_delta` in append mode: based on ``snapshot`` (None: create the
+    table, failing if someone else did meanwhile), ``commit``'s app transactions in the same log
+    entry, a lost race raises :class:`DeltaConflictError`. An empty ``actions`` commits only the
+    offsets.
+    """
     from deltalake import Schema as DeltaSchema
     from deltalake.transaction import create_table_with_add_actions
 
@@ -199,9 +205,18 @@ def commit_files(uri: str, actions: list[Any], schema: pa.Schema, *, snapshot: D
                                               partition_by=list(partition_by) or None,
                                               commit_properties=props)
     except CommitFailedError as exc:
-        raise DeltaConflictError(f"commit of {len(actions)} files to {uri} lost to a concurrent "
-                                 f"writer ({exc}); the files stay unreferenced until vacuum") from exc
-    return DeltaTable(uri).version()
+        raise DeltaConflictError(f"commit of {len(actions)} files to {uri} failed because another "
+                                 f"writer committed first ({exc}); nothing of this write landed (its "
+                                 "files stay unreferenced until vacuum): re-run") from exc
+    except RustDeltaError as exc:
+        if "already exists" not in str(exc):
+            raise
+        raise DeltaConflictError(
+            f"commit of {len(actions)} files to {uri} failed because another writer committed first "
+            "(it created the table meanwhile); nothing of this write landed: re-run") from exc
+    version = DeltaTable(uri).version()
+    logger.info("delta commit uri=%s files=%d version=%d", uri, len(actions), version)
+    return version
 
 
 def write_delta_spark(df: DataFrame, uri: str, *, partition_by: Sequence[str], app_id: str,

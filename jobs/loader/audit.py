@@ -25,7 +25,7 @@ AUDIT_SCHEMA = pa.schema([
     ("ranges", pa.string()), ("records_planned", pa.int64()), ("rows_written", pa.int64()),
     ("rows_quarantined", pa.int64()), ("outcome", pa.string()), ("error", pa.string()),
     ("delta_version", pa.int64()), ("until", pa.string()), ("started_at", pa.timestamp("us", "UTC")),
-    ("duration_s", pa.float64()),
+    ("duration_s", pa.float64()), ("write_path", pa.string()),
 ])
 
 
@@ -37,7 +37,7 @@ def record(cfg: KappaConfig, run_id: str, started_at: datetime, until: str, resu
         "records_planned": sum(r.records for r in result.ranges), "rows_written": result.rows,
         "rows_quarantined": result.quarantined, "outcome": result.outcome, "error": result.error,
         "delta_version": result.version, "until": until, "started_at": started_at,
-        "duration_s": result.duration_s,
+        "duration_s": result.duration_s, "write_path": result.write_path,
     }
     uri = table_uri(cfg.lake.root, AUDIT_TABLE)
     data = pa.Table.from_pylist([row], schema=AUDIT_SCHEMA)

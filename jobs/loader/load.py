@@ -7,6 +7,12 @@ that snapshot. A crash before the commit leaves the old offsets (the re-run read
 again); a crash after it leaves the new ones (the re-run starts after them). Two runs planning
 from the same snapshot both record the same app ids, so Delta's conflict check lets only one
 commit.
+
+Each batch goes one of two write paths (jobs/loader/scale.py ``choose_write_path``): the driver
+path collects the batch as Arrow, validates it and writes it with delta-rs (at most
+``loader.driver_path_max_rows`` records per batch); the executor path validates and writes the
+data files on the executors and the driver commits them, with the same offsets and the same
+quality results. docs/tables.md "Write paths".
 """
 
 from __future__ import annotations
@@ -18,19 +24,31 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from jobs.common.config import KappaConfig
-from jobs.common.delta import Commit, DeltaConflictError, DeltaError, open_delta, write_delta
+from jobs.common.delta import (
+    Commit,
+    DeltaConflictError,
+    DeltaError,
+    app_version,
+    commit_files,
+    open_delta,
+    table_uri,
+    write_delta,
+)
 from jobs.common.errors import KappaError
 from jobs.loader import audit
-from jobs.loader.offsets import PartitionRange, Until, plan
+from jobs.loader.offsets import PartitionRange, Until, cap_ranges, plan
+from jobs.loader.scale import choose_write_path
+from jobs.loader.suites import Rule, suite_rules
 from jobs.loader.tables import LoadTarget, quarantine_name
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from deltalake import DeltaTable
+    from pyspark.sql import DataFrame, SparkSession
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +61,11 @@ class QualityFailure(KappaError):
 
 @dataclass
 class TableResult:
-    """The outcome of one table in one run (also one row of ``ops.load_audit``)."""
+    """The outcome of one batch of one table (also one row of ``ops.load_audit``).
+
+    ``write_path`` is the path that wrote it (``driver`` or ``executors``); ``cut`` says the
+    driver path cut the batch at ``loader.driver_path_max_rows`` (another batch follows).
+    """
 
     table: str
     topic: str
@@ -55,12 +77,15 @@ class TableResult:
     error: str | None = None
     duration_s: float = 0.0
     failed_expectations: list[str] = field(default_factory=list)
+    write_path: str = "driver"
+    cut: bool = False
 
     def as_dict(self) -> dict:
         """JSON-ready summary."""
         return {"table": self.table, "topic": self.topic, "outcome": self.outcome, "rows": self.rows,
                 "quarantined": self.quarantined, "delta_version": self.version, "error": self.error,
                 "duration_s": round(self.duration_s, 3), "failed_expectations": self.failed_expectations,
+                "write_path": self.write_path,
                 "ranges": {str(r.partition): [r.start, r.end] for r in self.ranges}}
 
 
@@ -72,14 +97,13 @@ def run_load(spark: SparkSession, cfg: KappaConfig, targets: list[LoadTarget], u
     results = []
     for target in targets:
         loaded = 0
-        while True:  # batches of at most driver_path_max_rows records, each its own transaction
+        while True:  # a driver-path batch cut at driver_path_max_rows is followed by the next one
             result = _load_batch(spark, cfg, target, until=until, run_id=run_id, progress=progress)
             audit.record(cfg, run_id, started_at, until.describe(), result)
             results.append(result)
             loaded += sum(r.records for r in result.ranges)
             cap = cfg.loader.max_records_per_run
-            full = sum(r.records for r in result.ranges) >= cfg.loader.driver_path_max_rows
-            if result.outcome != "committed" or not full or (cap is not None and loaded >= cap):
+            if result.outcome != "committed" or not result.cut or (cap is not None and loaded >= cap):
                 break
     return results
 
@@ -106,29 +130,51 @@ def _load_table(spark: SparkSession, cfg: KappaConfig, target: LoadTarget, *, un
                 result: TableResult, progress: Callable[[str], None]) -> None:
     spec = target.spec
     snapshot = open_delta(target.uri)
-    cap = min(cfg.loader.max_records_per_run or cfg.loader.driver_path_max_rows,
-              cfg.loader.driver_path_max_rows)
-    result.ranges = plan(cfg, spec, target.topic, snapshot, until=until, max_records=cap)
-    planned = sum(r.records for r in result.ranges)
+    ranges = plan(cfg, spec, target.topic, snapshot, until=until, max_records=cfg.loader.max_records_per_run)
+    rules = suite_rules(cfg, spec.name)
+    result.write_path, why = choose_write_path(cfg, spec, rules, sum(r.records for r in ranges))
+    if result.write_path == "driver":
+        capped = cap_ranges(ranges, cfg.loader.driver_path_max_rows)
+        result.cut, ranges = capped != ranges, capped
+    result.ranges = ranges
+    planned = sum(r.records for r in ranges)
     if planned == 0:
         return
-    progress(f"{spec.name}: reading {planned} offsets of {target.topic} ({_describe(result.ranges)})")
-    rows = read_rows(spark, cfg, target, result.ranges)
+    progress(f"{spec.name}: reading {planned} offsets of {target.topic} ({_describe(ranges)}); "
+             f"{result.write_path} path: {why}")
+    commit = Commit(
+        app_versions={spec.app_id(r.topic, r.partition): r.end for r in ranges},
+        metadata={"kappa.run_id": run_id, "kappa.topic": target.topic, "kappa.write_path": result.write_path,
+                  "kappa.offsets": json.dumps({str(r.partition): [r.start, r.end] for r in ranges})})
+    frame = read_frame(spark, cfg, target, ranges, executors=result.write_path == "executors")
+    batch = _Batch(target, snapshot, commit, run_id, result)
+    if result.write_path == "executors":
+        _through_executors(cfg, batch, rules, frame)
+    else:
+        _through_driver(cfg, batch, frame.toArrow())
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """One planned batch: where it goes, the snapshot it is based on, what its commit records."""
+
+    target: LoadTarget
+    snapshot: DeltaTable | None
+    commit: Commit
+    run_id: str
+    result: TableResult
+
+
+def _through_driver(cfg: KappaConfig, batch: _Batch, rows: pa.Table) -> None:
     from jobs.loader.quality import validate
 
+    target, snapshot, commit, run_id, result = (batch.target, batch.snapshot, batch.commit, batch.run_id,
+                                                batch.result)
+    spec = target.spec
     checked = validate(cfg, target, rows, run_id)
-    result.failed_expectations = checked.failed
-    commit = Commit(
-        app_versions={spec.app_id(r.topic, r.partition): r.end for r in result.ranges},
-        metadata={"kappa.run_id": run_id, "kappa.topic": target.topic,
-                  "kappa.offsets": json.dumps({str(r.partition): [r.start, r.end] for r in result.ranges})})
-    if checked.failed and (target.policy == "fail" or checked.blocking):
-        raise QualityFailure(
-            f"{spec.name}: batch {_describe(result.ranges)} failed its quality suite "
-            f"({'; '.join(checked.failed)}); nothing committed. See `kappa quality report` and "
-            "docs/runbooks/loader.md 'Data-quality failure'")
+    _gate(target, result, checked.failed, checked.blocking, orphans=False)
     if checked.bad.num_rows:
-        _quarantine(cfg, target, checked.bad, commit)
+        _quarantine(cfg, target, commit, rows=checked.bad)
         result.quarantined = checked.bad.num_rows
     result.version = write_delta(
         target.uri, checked.good, snapshot=snapshot, mode=spec.mode, partition_by=spec.partition_by,
@@ -136,29 +182,81 @@ def _load_table(spark: SparkSession, cfg: KappaConfig, target: LoadTarget, *, un
     result.rows, result.outcome = checked.good.num_rows, "committed"
 
 
-def read_rows(spark: SparkSession, cfg: KappaConfig, target: LoadTarget,
-              ranges: list[PartitionRange]) -> pa.Table:
-    """Read the ranges through the Kafka data source, apply the table's transform, return Arrow."""
+def _through_executors(cfg: KappaConfig, batch: _Batch, rules: list[Rule], frame: DataFrame) -> None:
+    from jobs.loader.chunks import combine
+    from jobs.loader.quality import judge, keep_results
+    from jobs.loader.scale import TaskPlan, add_actions, arrow_schema, write_on_executors
+
+    target, snapshot, commit, run_id, result = (batch.target, batch.snapshot, batch.commit, batch.run_id,
+                                                batch.result)
+    spec, schema = target.spec, arrow_schema(frame)
+    task = TaskPlan(spec.name, target.uri, table_uri(cfg.lake.root, quarantine_name(spec.name)),
+                    spec.partition_by, tuple(rules), target.policy, run_id, cfg.loader.executor_chunk_rows)
+    written = write_on_executors(frame, task)
+    if written.rows + written.quarantined or written.reports:
+        failed, blocking, records = judge(target, rules, combine(spec.name, rules, written.reports, schema),
+                                          run_id)
+        keep_results(cfg, records)
+        _gate(target, result, failed, blocking, orphans=True)
+    if written.quarantine:
+        _quarantine(cfg, target, commit, files=add_actions(written.quarantine), schema=schema)
+        result.quarantined = written.quarantined
+    result.version = commit_files(target.uri, add_actions(written.data), schema, snapshot=snapshot,
+                                  partition_by=spec.partition_by, commit=commit)
+    result.rows, result.outcome = written.rows, "committed"
+
+
+def _gate(target: LoadTarget, result: TableResult, failed: list[str], blocking: bool, *,
+          orphans: bool) -> None:
+    """Raise :class:`QualityFailure` when the failed rules stop the batch (policy or blocking)."""
+    result.failed_expectations = failed
+    if not failed or (target.policy != "fail" and not blocking):
+        return
+    left = (" The files the executors wrote are referenced by no commit; `kappa maintain` removes "
+            "them after the retention." if orphans else "")
+    raise QualityFailure(
+        f"{target.spec.name}: batch {_describe(result.ranges)} failed its quality suite "
+        f"({'; '.join(failed)}); nothing committed.{left} See `kappa quality report` and "
+        "docs/runbooks/loader.md 'Data-quality failure'")
+
+
+def read_frame(spark: SparkSession, cfg: KappaConfig, target: LoadTarget, ranges: list[PartitionRange], *,
+               executors: bool = False) -> DataFrame:
+    """The ranges read through the Kafka data source, transformed into the table's rows.
+
+    For the executor path the read is split into Spark tasks of at most
+    ``loader.executor_chunk_rows`` records (``maxRecordsPerPartition``).
+    """
     from jobs.common.kafka.adapter import read_kafka
 
     starting: dict[str, dict[int | str, int]] = {target.topic: {r.partition: r.start for r in ranges}}
     ending: dict[str, dict[int | str, int]] = {target.topic: {r.partition: r.end for r in ranges}}
     options = {"includeHeaders": "true"} if target.spec.headers else {}
+    if executors:
+        options["maxRecordsPerPartition"] = str(cfg.loader.executor_chunk_rows)
     frame = read_kafka(spark, cfg, topics=target.topic, starting=starting, ending=ending, options=options)
-    return frame.transform(target.spec.rows()).toArrow()
+    return frame.transform(target.spec.rows())
 
 
-def _quarantine(cfg: KappaConfig, target: LoadTarget, bad: pa.Table, commit: Commit) -> None:
-    """Failing rows to ``quarantine.<table>``, once per range (same app ids as the table)."""
-    from jobs.common.delta import app_version, table_uri
+def _quarantine(cfg: KappaConfig, target: LoadTarget, commit: Commit, *, rows: pa.Table | None = None,
+                files: list[Any] | None = None, schema: pa.Schema | None = None) -> None:
+    """Failing rows (driver path) or files (executor path) to ``quarantine.<table>``, once per range.
+
+    The quarantine commit records the same app ids as the table's, so a retried range is not
+    quarantined twice (the retry's quarantine files stay orphans).
+    """
+    from jobs.loader.scale import quarantine_schema
 
     uri = table_uri(cfg.lake.root, quarantine_name(target.spec.name))
     snapshot = open_delta(uri)
     done = all((app_version(snapshot, app) or -1) >= version for app, version in commit.app_versions.items())
     if done:
         logger.info("quarantine already holds this range table=%s", target.spec.name)
-        return
-    write_delta(uri, bad, snapshot=snapshot, mode="append", commit=commit)
+    elif rows is not None:
+        write_delta(uri, rows, snapshot=snapshot, mode="append", commit=commit)
+    elif schema is not None:
+        commit_files(uri, files or [], quarantine_schema(schema), snapshot=snapshot, partition_by=(),
+                     commit=commit)
 
 
 def _describe(ranges: list[PartitionRange]) -> str:

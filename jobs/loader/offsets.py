@@ -92,10 +92,17 @@ def plan(cfg: KappaConfig, spec: TableSpec, topic: str, snapshot: DeltaTable | N
         recorded = app_version(snapshot, spec.app_id(*tp))
         start = earliest[tp] if recorded is None else recorded
         end = min(bound.get(tp, start), latest[tp])
-        if max_records is not None:
-            end = min(end, start + -(-max_records // len(tps)))  # the cap spread over partitions
         ranges.append(PartitionRange(tp[0], tp[1], start, max(start, end)))
-    return ranges
+    return ranges if max_records is None else cap_ranges(ranges, max_records)
+
+
+def cap_ranges(ranges: list[PartitionRange], max_records: int) -> list[PartitionRange]:
+    """At most ``max_records`` offsets, the cap spread evenly over the partitions."""
+    if not ranges:
+        return ranges
+    per_partition = -(-max_records // len(ranges))
+    return [PartitionRange(r.topic, r.partition, r.start, min(r.end, r.start + per_partition))
+            for r in ranges]
 
 
 def _bound(reader: OffsetReader, until: Until, tps: list[tuple[str, int]],

@@ -1,8 +1,12 @@
 """Validate each batch with Great Expectations 1.x before it is committed; keep the results.
 
-An ephemeral GX context (no files, progress bars and analytics off) validates the batch as a
-pandas DataFrame. Failing rows of row-level rules are split off (policy ``quarantine``);
-results go to ``ops.quality_results`` whatever the outcome (``kappa quality report``).
+An ephemeral GX context (no files, progress bars and analytics off) validates rows as a pandas
+DataFrame. Failing rows of row-level rules are split off (policy ``quarantine``); results go to
+``ops.quality_results`` whatever the outcome (``kappa quality report``).
+
+The driver path validates the whole batch here (:func:`validate`); the executor path splits
+the suite over executor chunks (jobs/loader/chunks.py) and judges the batch with the same
+:func:`judge` and :func:`keep_results`.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -31,6 +36,7 @@ RESULT_SCHEMA = pa.schema([
     ("blocking", pa.bool_()), ("row_level", pa.bool_()), ("element_count", pa.int64()),
     ("unexpected_count", pa.int64()), ("observed", pa.string()), ("checked_at", pa.timestamp("us", "UTC")),
 ])
+SCHEMA_RULES = frozenset({"ExpectTableColumnsToMatchSet"})
 
 
 @dataclass
@@ -41,6 +47,44 @@ class Checked:
     bad: pa.Table
     failed: list[str] = field(default_factory=list)
     blocking: bool = False
+
+
+@dataclass(frozen=True)
+class RuleResult:
+    """One rule's verdict on some rows (a whole batch, or one executor chunk).
+
+    Attributes:
+        success: the rule held.
+        element_count: rows checked (row-level rules).
+        unexpected_count: rows that failed (row-level rules).
+        observed: what an aggregate or schema rule saw (GX ``observed_value``).
+        rows_named: the failing rows are known by index (else the batch cannot be split).
+    """
+
+    success: bool
+    element_count: int | None = None
+    unexpected_count: int | None = None
+    observed: Any = None
+    rows_named: bool = True
+
+    @classmethod
+    def from_gx(cls, rule: Rule, outcome: Any) -> RuleResult:
+        """From a GX ``ExpectationValidationResult``."""
+        result = outcome.result or {}
+        named = not rule.row_level or result.get("unexpected_index_list") is not None
+        return cls(bool(outcome.success), result.get("element_count"), result.get("unexpected_count"),
+                   _plain(result.get("observed_value")), named)
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar as a Python number, a whole float as an int.
+
+    So an observed value reads the same whichever pandas dtype GX saw (an int column holding
+    nulls arrives as float64).
+    """
+    if isinstance(value, np.generic):
+        value = value.item()
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 @cache
@@ -55,7 +99,8 @@ def _batch_definition() -> Any:
     return context, asset.add_batch_definition_whole_dataframe("whole")
 
 
-def _run_suite(table: str, rules: list[Rule], frame: Any) -> list[Any]:
+def run_suite(table: str, rules: list[Rule], frame: Any) -> list[Any]:
+    """GX results of ``rules`` on a pandas ``frame``, in the rules' order."""
     import great_expectations as gx
 
     context, definition = _batch_definition()
@@ -70,55 +115,80 @@ def _run_suite(table: str, rules: list[Rule], frame: Any) -> list[Any]:
     return [by_rule[rule.name] for rule in rules]  # GX does not keep the suite's order
 
 
+def measure(table: str, rules: list[Rule], rows: pa.Table) -> tuple[list[RuleResult], dict[int, list[str]]]:
+    """Run ``rules`` on ``rows``: a result per rule, and failing row index -> failed rule names.
+
+    GX sees the columns the rules name (every column when a rule checks the schema).
+    """
+    if not rules:
+        return [], {}
+    named = {rule.kwargs.get("column") for rule in rules}
+    everything = any(rule.expectation in SCHEMA_RULES for rule in rules)
+    columns = [name for name in rows.column_names if everything or name in named]
+    outcomes = run_suite(table, rules, rows.select(columns).to_pandas())
+    results: list[RuleResult] = []
+    reasons: dict[int, list[str]] = {}
+    for rule, outcome in zip(rules, outcomes, strict=True):
+        results.append(RuleResult.from_gx(rule, outcome))
+        if rule.row_level and not outcome.success:
+            for index in (outcome.result or {}).get("unexpected_index_list") or []:
+                reasons.setdefault(int(index), []).append(rule.name)
+    return results, reasons
+
+
+def judge(target: LoadTarget, rules: list[Rule], results: list[RuleResult],
+          run_id: str) -> tuple[list[str], bool, list[dict]]:
+    """The failed rules (in words), whether they block the batch, and the result rows to keep."""
+    failed, blocking, records = [], False, []
+    for rule, result in zip(rules, results, strict=True):
+        records.append(_result_row(run_id, target, rule, result))
+        if result.success:
+            continue
+        text = (f"{rule.name} ({result.unexpected_count} rows)" if rule.row_level
+                else f"{rule.name} (observed {result.observed})")
+        if not (rule.row_level or rule.blocking):
+            logger.warning("quality warning table=%s rule=%r", target.spec.name, text)
+            continue
+        failed.append(text)
+        blocking = blocking or rule.blocking or not result.rows_named
+    return failed, blocking, records
+
+
 def validate(cfg: KappaConfig, target: LoadTarget, rows: pa.Table, run_id: str) -> Checked:
-    """Run the table's suite on the batch; split failing rows; record the results."""
+    """The driver path: run the table's suite on the batch, split failing rows, keep the results."""
     rules = suite_rules(cfg, target.spec.name)
     if not rules or rows.num_rows == 0:
         return Checked(rows, rows.slice(0, 0))
-    frame = rows.to_pandas(types_mapper=None)
-    outcomes = _run_suite(target.spec.name, rules, frame)
-    bad_reasons: dict[int, list[str]] = {}
-    failed, blocking, records = [], False, []
-    for rule, outcome in zip(rules, outcomes, strict=True):
-        result = outcome.result or {}
-        if not outcome.success:
-            text = (f"{rule.name} ({result.get('unexpected_count')} rows)" if rule.row_level
-                    else f"{rule.name} (observed {result.get('observed_value')})")
-            if not (rule.row_level or rule.blocking):
-                logger.warning("quality warning table=%s rule=%r", target.spec.name, text)
-                records.append(_result_row(run_id, target, rule, outcome.success, result))
-                continue
-            failed.append(text)
-            indexes = result.get("unexpected_index_list") if rule.row_level else None
-            blocking = blocking or rule.blocking or (rule.row_level and indexes is None)
-            for index in indexes or []:
-                bad_reasons.setdefault(int(index), []).append(rule.name)
-        records.append(_result_row(run_id, target, rule, outcome.success, result))
-    _keep_results(cfg, records)
-    return _split(rows, bad_reasons, failed, blocking, run_id)
-
-
-def _split(rows: pa.Table, bad_reasons: dict[int, list[str]], failed: list[str], blocking: bool,
-           run_id: str) -> Checked:
-    mask = pa.array([index in bad_reasons for index in range(rows.num_rows)])
-    good, bad = rows.filter(pc.invert(mask)), rows.filter(mask)
-    reasons = [json.dumps(bad_reasons[i]) for i in sorted(bad_reasons)]
-    bad = (bad.append_column("failed_expectations", pa.array(reasons, pa.string()))
-           .append_column("quarantine_run_id", pa.array([run_id] * bad.num_rows, pa.string())))
+    results, reasons = measure(target.spec.name, rules, rows)
+    failed, blocking, records = judge(target, rules, results, run_id)
+    keep_results(cfg, records)
+    good, bad = split_rows(rows, reasons, run_id)
     return Checked(good, bad, failed, blocking)
 
 
-def _result_row(run_id: str, target: LoadTarget, rule: Rule, success: bool, result: dict) -> dict:
-    observed = result.get("observed_value")
+def split_rows(rows: pa.Table, reasons: dict[int, list[str]], run_id: str) -> tuple[pa.Table, pa.Table]:
+    """Rows no rule failed, and failing rows plus ``failed_expectations`` and ``quarantine_run_id``."""
+    flags = np.zeros(rows.num_rows, dtype=bool)
+    flags[list(reasons)] = True
+    mask = pa.array(flags)
+    good, bad = rows.filter(pc.invert(mask)), rows.filter(mask)
+    texts = [json.dumps(reasons[index]) for index in sorted(reasons)]
+    bad = (bad.append_column("failed_expectations", pa.array(texts, pa.string()))
+           .append_column("quarantine_run_id", pa.array([run_id] * bad.num_rows, pa.string())))
+    return good, bad
+
+
+def _result_row(run_id: str, target: LoadTarget, rule: Rule, result: RuleResult) -> dict:
     return {"run_id": run_id, "table_name": target.spec.name, "policy": target.policy,
-            "rule": rule.name, "expectation": rule.expectation, "success": bool(success),
+            "rule": rule.name, "expectation": rule.expectation, "success": result.success,
             "blocking": rule.blocking, "row_level": rule.row_level,
-            "element_count": result.get("element_count"), "unexpected_count": result.get("unexpected_count"),
-            "observed": None if observed is None else json.dumps(observed, default=str),
+            "element_count": result.element_count, "unexpected_count": result.unexpected_count,
+            "observed": None if result.observed is None else json.dumps(result.observed, default=str),
             "checked_at": datetime.now(UTC)}
 
 
-def _keep_results(cfg: KappaConfig, records: list[dict]) -> None:
+def keep_results(cfg: KappaConfig, records: list[dict]) -> None:
+    """Append the result rows to ``ops.quality_results``."""
     uri = table_uri(cfg.lake.root, QUALITY_TABLE)
     write_delta(uri, pa.Table.from_pylist(records, schema=RESULT_SCHEMA), snapshot=None,
                 exclusive_create=False)

@@ -1,12 +1,17 @@
-"""The scale path: executors write the Parquet data files, the driver commits them once.
+"""The executor write path: executors validate and write the data files, the driver commits.
 
 On a cluster the driver must not receive every row. ``mapInArrow`` runs on the executors: each
-task writes its rows as Parquet files under the table (one per partition value, Delta's
-``<column>=<value>/`` layout, partition columns left out of the file) and returns one small row
-per file (path, size, partition values, record count). The driver turns those rows into Delta
-add actions and commits them with the Kafka offsets in one transaction
-(:func:`jobs.common.delta.commit_files`). Files of a task that fails or of a commit that loses a
-conflict are never referenced by the log, and vacuum removes them.
+task cuts its rows into chunks of at most ``loader.executor_chunk_rows``, runs the per-row rules
+of the table's suite on each chunk (jobs/loader/chunks.py) and writes the chunk's rows as
+Parquet files under the table (one per partition value, Delta's ``<column>=<value>/`` layout,
+partition columns left out of the file). Under policy ``quarantine`` the failing rows go to
+files under the quarantine table; under ``fail`` a chunk with failing rows writes nothing (the
+batch will fail). A task returns small rows only: one per written file (path, size, partition
+values, records) and one per rule and chunk (counts, extremes). The driver combines them into
+the batch's verdict and commits the files' add actions with the Kafka offsets in one Delta
+transaction (:func:`jobs.common.delta.commit_files`). Files no commit references (a failed
+batch, a failed or speculative task attempt, a commit that lost a conflict) are orphans that
+``kappa maintain`` removes (a full vacuum, once they are older than the retention).
 """
 
 from __future__ import annotations
@@ -14,65 +19,184 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from jobs.common.delta import Commit, commit_files
+from jobs.common.config import KappaConfig
+from jobs.loader.chunks import executor_unready
+from jobs.loader.suites import Rule
+from jobs.loader.tables import TableSpec
 
 if TYPE_CHECKING:
-    from deltalake import DeltaTable
     from pyspark.sql import DataFrame
 
-FILE_ROW = "path string, size long, partition_values string, records long"
+REPORT_SCHEMA = pa.schema([
+    ("kind", pa.string()), ("path", pa.string()), ("size", pa.int64()), ("partition_values", pa.string()),
+    ("records", pa.int64()), ("rule", pa.int32()), ("success", pa.bool_()), ("element_count", pa.int64()),
+    ("unexpected_count", pa.int64()), ("rows_named", pa.bool_()), ("extreme", pa.string()),
+])
+REPORT_DDL = ("kind string, path string, size long, partition_values string, records long, rule int, "
+              "success boolean, element_count long, unexpected_count long, rows_named boolean, "
+              "extreme string")
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+DATA, QUARANTINE, RULE = "data", "quarantine", "rule"
 
 
-def _writer(uri: str, partition_by: Sequence[str]):
-    """The per-task function: Arrow batches in, one row per written file out."""
+@dataclass(frozen=True)
+class TaskPlan:
+    """What every executor task needs (pickled into the tasks).
 
-    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import pyarrow.compute as pc
-        import pyarrow.fs as pafs
-        import pyarrow.parquet as pq
+    Attributes:
+        table: the table's name (GX suite names).
+        uri: where its data files go.
+        quarantine_uri: where failing rows' files go (policy ``quarantine``).
+        partition_by: the table's partition columns.
+        rules: the table's suite, built once on the driver.
+        policy: ``fail`` or ``quarantine``.
+        run_id: recorded with quarantined rows.
+        chunk_rows: rows validated and written at a time.
+    """
 
-        table = pa.Table.from_batches(list(batches))
-        if table.num_rows == 0:
-            return
-        filesystem, root = pafs.FileSystem.from_uri(uri if "://" in uri else f"file://{uri}")
-        keys = table.select(list(partition_by)).group_by(list(partition_by)).aggregate([]).to_pylist() \
-            if partition_by else [{}]
-        rows = []
-        for key in keys:
-            part = table
-            for column, value in key.items():
-                part = part.filter(pc.equal(part[column], pa.scalar(value, part.schema.field(column).type)))
-            values = {column: None if value is None else str(value) for column, value in key.items()}
-            folder = "/".join(f"{column}={value}" for column, value in values.items())
-            relative = f"{folder}/part-{uuid.uuid4().hex}.parquet".lstrip("/")
-            filesystem.create_dir(f"{root}/{folder}".rstrip("/"), recursive=True)
-            pq.write_table(part.drop_columns(list(partition_by)), f"{root}/{relative}", filesystem=filesystem)
-            size = filesystem.get_file_info(f"{root}/{relative}").size
-            rows.append({"path": relative, "size": size, "partition_values": json.dumps(values),
-                         "records": part.num_rows})
-        yield pa.RecordBatch.from_pylist(rows)
-
-    return write
+    table: str
+    uri: str
+    quarantine_uri: str
+    partition_by: tuple[str, ...]
+    rules: tuple[Rule, ...]
+    policy: str
+    run_id: str
+    chunk_rows: int
 
 
-def write_via_executors(df: DataFrame, uri: str, *, snapshot: DeltaTable | None,
-                        partition_by: Sequence[str], commit: Commit) -> tuple[int, int]:
-    """Write ``df`` as data files on the executors; commit them on the driver. Return (rows, version)."""
+@dataclass
+class Written:
+    """What the executors did: files written per table, and the rules' chunk reports."""
+
+    data: list[dict]
+    quarantine: list[dict]
+    reports: list[dict]
+
+    @property
+    def rows(self) -> int:
+        """Rows in the table's data files."""
+        return sum(item["records"] for item in self.data)
+
+    @property
+    def quarantined(self) -> int:
+        """Rows in the quarantine files."""
+        return sum(item["records"] for item in self.quarantine)
+
+
+def choose_write_path(cfg: KappaConfig, spec: TableSpec, rules: Sequence[Rule],
+                      records: int) -> tuple[str, str]:
+    """``driver`` or ``executors`` for a batch of ``records`` offsets, and why (docs/tables.md)."""
+    setting, master = cfg.loader.write_path, cfg.spark.master
+    if spec.mode != "append":
+        return "driver", f"{spec.mode} table: delta-rs merges on the driver"
+    unready = executor_unready(list(rules))
+    if unready:
+        return "driver", f"rules {unready} need the whole batch at once"
+    if setting != "auto":
+        return setting, f"loader.write_path={setting}"
+    if master != "local" and not master.startswith("local["):
+        return "executors", f"spark.master={master} is a cluster"
+    limit = cfg.loader.driver_path_max_rows
+    if records > limit:
+        return "executors", f"{records} records > loader.driver_path_max_rows={limit}"
+    return "driver", f"{records} records <= loader.driver_path_max_rows={limit}"
+
+
+def write_on_executors(frame: DataFrame, plan: TaskPlan) -> Written:
+    """Run the tasks; return their file and rule reports (small: no data rows reach the driver)."""
+    reports = [row.asDict() for row in frame.mapInArrow(_task(plan), REPORT_DDL).collect()]
+    by_kind: dict[str, list[dict]] = {DATA: [], QUARANTINE: [], RULE: []}
+    for report in reports:
+        by_kind[report["kind"]].append(report)
+    return Written(by_kind[DATA], by_kind[QUARANTINE], by_kind[RULE])
+
+
+def add_actions(files: list[dict]) -> list[Any]:
+    """Delta add actions of files written by the executors."""
     from deltalake.transaction import AddAction
+
+    now_ms = int(time.time() * 1000)
+    return [AddAction(item["path"], item["size"], json.loads(item["partition_values"]), now_ms, True,
+                      json.dumps({"numRecords": item["records"]})) for item in files]
+
+
+def arrow_schema(frame: DataFrame) -> pa.Schema:
+    """The Arrow schema the executors write (Spark's own conversion, timestamps in UTC)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    schema = to_arrow_schema(df.schema, timezone="UTC")
-    files = df.mapInArrow(_writer(uri, partition_by), FILE_ROW).collect()
-    now_ms = int(time.time() * 1000)
-    actions: list[Any] = [
-        AddAction(row["path"], row["size"], json.loads(row["partition_values"]), now_ms, True,
-                  json.dumps({"numRecords": row["records"]}))
-        for row in files]
-    version = commit_files(uri, actions, schema, snapshot=snapshot, partition_by=partition_by,
-                           commit=commit)
-    return sum(row["records"] for row in files), version
+    return to_arrow_schema(frame.schema, timezone="UTC")
+
+
+def quarantine_schema(schema: pa.Schema) -> pa.Schema:
+    """A table's schema plus the quarantine columns (``quality.split_rows``)."""
+    return schema.append(pa.field("failed_expectations", pa.string())).append(
+        pa.field("quarantine_run_id", pa.string()))
+
+
+def _task(plan: TaskPlan) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for chunk in _chunks(batches, plan.chunk_rows):
+            yield pa.RecordBatch.from_pylist(_process(plan, chunk), schema=REPORT_SCHEMA)
+
+    return run
+
+
+def _chunks(batches: Iterator[pa.RecordBatch], size: int) -> Iterator[pa.Table]:
+    pending: list[pa.RecordBatch] = []
+    count = 0
+    for batch in batches:
+        pending.append(batch)
+        count += batch.num_rows
+        if count >= size:
+            yield pa.Table.from_batches(pending)
+            pending, count = [], 0
+    if count:
+        yield pa.Table.from_batches(pending)
+
+
+def _process(plan: TaskPlan, rows: pa.Table) -> list[dict]:
+    from jobs.loader.chunks import chunk_report
+    from jobs.loader.quality import split_rows
+
+    reports, reasons = chunk_report(plan.table, list(plan.rules), rows)
+    out = [{"kind": RULE, **report} for report in reports]
+    if reasons and plan.policy == "fail":
+        return out  # the batch fails: its files would only be orphans
+    good, bad = split_rows(rows, reasons, plan.run_id)
+    out += [{"kind": DATA, **item} for item in _write(plan.uri, good, plan.partition_by)]
+    out += [{"kind": QUARANTINE, **item} for item in _write(plan.quarantine_uri, bad, ())]
+    return out
+
+
+def _write(uri: str, table: pa.Table, partition_by: Sequence[str]) -> list[dict]:
+    """Write ``table`` as one Parquet file per partition value under ``uri``; describe the files."""
+    import pyarrow.compute as pc
+    import pyarrow.fs as pafs
+    import pyarrow.parquet as pq
+
+    if table.num_rows == 0:
+        return []
+    filesystem, root = pafs.FileSystem.from_uri(uri if "://" in uri else f"file://{uri}")
+    columns = list(partition_by)
+    keys = table.select(columns).group_by(columns).aggregate([]).to_pylist() if columns else [{}]
+    files = []
+    for key in keys:
+        part = table
+        for column, value in key.items():
+            match = pc.is_null(part[column]) if value is None else pc.equal(part[column], value)
+            part = part.filter(match)
+        values = {column: None if value is None else str(value) for column, value in key.items()}
+        folder = "/".join(f"{column}={NULL_PARTITION if value is None else value}"
+                          for column, value in values.items())
+        relative = f"{folder}/part-{uuid.uuid4().hex}.parquet".lstrip("/")
+        filesystem.create_dir(f"{root}/{folder}".rstrip("/"), recursive=True)
+        pq.write_table(part.drop_columns(columns), f"{root}/{relative}", filesystem=filesystem)
+        files.append({"path": relative, "size": filesystem.get_file_info(f"{root}/{relative}").size,
+                      "partition_values": json.dumps(values), "records": part.num_rows})
+    return files

@@ -1,0 +1,129 @@
+"""The executor write path's pure parts: path choice, the suite split over chunks, file layout.
+
+Real Great Expectations and pyarrow; no Spark or Kafka (tests/integration/loader/
+test_write_paths.py runs the whole path). Expected values are written by hand.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from jobs.common.config import load_config
+from jobs.common.errors import ConfigError
+from jobs.loader.chunks import chunk_report, combine, executor_unready
+from jobs.loader.offsets import PartitionRange, cap_ranges
+from jobs.loader.quality import judge, measure, split_rows
+from jobs.loader.scale import NULL_PARTITION, _write, choose_write_path
+from jobs.loader.suites import Rule, suite_rules
+from jobs.loader.tables import SPECS, LoadTarget
+
+BASE_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+BRONZE = SPECS["bronze.rsvps_raw"]
+
+
+def _cfg(**loader: object):
+    return load_config("test", environ={f"KAPPA_LOADER__{k.upper()}": json.dumps(v) for k, v in loader.items()})
+
+
+@pytest.mark.parametrize(("table", "loader", "master", "records", "path"), [
+    ("bronze.rsvps_raw", {}, "local[2]", 500_000, "driver"),
+    ("bronze.rsvps_raw", {}, "local[2]", 500_001, "executors"),
+    ("bronze.rsvps_raw", {"driver_path_max_rows": 10}, "local", 11, "executors"),
+    ("bronze.rsvps_raw", {}, "yarn", 5, "executors"),
+    ("bronze.rsvps_raw", {}, "local-cluster[2,1,1024]", 5, "executors"),
+    ("bronze.rsvps_raw", {"write_path": "driver"}, "yarn", 9_000_000, "driver"),
+    ("ops.dlq", {"write_path": "executors"}, "local[2]", 1, "executors"),
+    ("silver.rsvps", {"write_path": "executors"}, "yarn", 9_000_000, "driver"),
+    ("gold.rsvp_summaries", {"write_path": "executors"}, "local[2]", 1, "driver"),
+])
+def test_write_path_choice(table, loader, master, records, path):
+    cfg = _cfg(**loader).model_copy(update={"spark": _cfg().spark.model_copy(update={"master": master})})
+    chosen, why = choose_write_path(cfg, SPECS[table], suite_rules(cfg, table), records)
+    assert chosen == path, why
+    if table.startswith(("silver", "gold")):
+        assert why == "merge table: delta-rs merges on the driver"
+
+
+def test_a_rule_that_needs_the_whole_batch_keeps_the_driver_path():
+    cfg = _cfg(write_path="executors")
+    unique = Rule("rsvp_id is unique", "ExpectColumnValuesToBeUnique", {"column": "rsvp_id"})
+    assert executor_unready(suite_rules(cfg, "silver.rsvps")) == ["rsvp_id is unique"]
+    assert executor_unready(suite_rules(cfg, "bronze.rsvps_raw")) == []
+    chosen, why = choose_write_path(cfg, BRONZE, [*suite_rules(cfg, "bronze.rsvps_raw"), unique], 10)
+    assert (chosen, why) == ("driver", "rules ['rsvp_id is unique'] need the whole batch at once")
+
+
+def test_bad_write_path_is_one_config_error():
+    with pytest.raises(ConfigError, match=r"loader.write_path: Input should be 'auto', 'driver' or "
+                                          r"'executors' \(found 'sideways'\)"):
+        load_config("test", environ={"KAPPA_LOADER__WRITE_PATH": "sideways"})
+
+
+def test_cap_spreads_over_partitions():
+    ranges = [PartitionRange("t", 0, 10, 100), PartitionRange("t", 1, 0, 3), PartitionRange("t", 2, 5, 5)]
+    assert [(r.start, r.end) for r in cap_ranges(ranges, 10)] == [(10, 14), (0, 3), (5, 5)]
+    assert cap_ranges(ranges, 1_000) == ranges
+
+
+def _bronze_rows() -> pa.Table:
+    ids = [1, None, 3, 4, 5]
+    mtimes = [BASE_MS, BASE_MS + 1000, None, 5, BASE_MS + 4000]
+    return pa.table({
+        "rsvp_id": pa.array(ids, pa.int64()), "mtime": pa.array(mtimes, pa.int64()),
+        "event_time": pa.array([0] * 5, pa.timestamp("us", "UTC")), "value": ["{}"] * 5,
+        "kafka_topic": ["t"] * 5, "kafka_partition": pa.array([0] * 5, pa.int32()),
+        "kafka_offset": pa.array(range(5), pa.int64()), "kafka_timestamp": pa.array([0] * 5, pa.timestamp("us", "UTC")),
+        "event_date": pa.array([None] * 5, pa.date32())})
+
+
+def test_suite_over_two_chunks_is_judged_like_the_whole_batch():
+    cfg = _cfg()
+    rules = suite_rules(cfg, "bronze.rsvps_raw")
+    target = LoadTarget(BRONZE, "t", "quarantine", "unused")
+    rows = _bronze_rows()
+    first, first_bad = chunk_report("bronze.rsvps_raw", rules, rows.slice(0, 3))
+    second, second_bad = chunk_report("bronze.rsvps_raw", rules, rows.slice(3))
+    assert first_bad == {1: ["rsvp_id is not null"], 2: ["mtime is not null"]}
+    assert second_bad == {0: ["mtime between 946684800000 and " + rules[3].name.rsplit(" ", 1)[1]]}
+
+    combined = combine("bronze.rsvps_raw", rules, first + second, rows.schema)
+    counts = [(r.success, r.element_count, r.unexpected_count) for r in combined]
+    assert counts == [(True, None, None), (False, 5, 1), (False, 5, 1), (False, 5, 1), (True, 5, 0),
+                      (False, None, None)]
+    assert sorted(combined[0].observed) == sorted(rows.column_names)
+    assert combined[5].observed == BASE_MS + 4000  # the newest mtime; older than a day: stale
+    failed, blocking, records = judge(target, rules, combined, "run1")
+    assert failed == ["rsvp_id is not null (1 rows)", "mtime is not null (1 rows)",
+                      f"{rules[3].name} (1 rows)"] and blocking is False
+    assert [r["observed"] for r in records][5] == str(BASE_MS + 4000)
+
+    whole, reasons = measure("bronze.rsvps_raw", rules, rows)  # the driver path, same verdicts
+    assert whole == combined
+    assert sorted(reasons) == [1, 2, 3]
+
+
+def test_split_rows_names_the_failed_rules():
+    rows = pa.table({"id": [1, 2, 3]})
+    good, bad = split_rows(rows, {2: ["a", "b"], 0: ["a"]}, "run9")
+    assert good.to_pylist() == [{"id": 2}]
+    assert bad.to_pylist() == [{"id": 1, "failed_expectations": '["a"]', "quarantine_run_id": "run9"},
+                               {"id": 3, "failed_expectations": '["a", "b"]', "quarantine_run_id": "run9"}]
+
+
+def test_executor_files_use_deltas_partition_layout(tmp_path):
+    import datetime as dt
+
+    day = dt.date(2026, 1, 2)
+    rows = pa.table({"id": [1, 2, 3], "event_date": pa.array([day, None, day], pa.date32())})
+    files = sorted(_write(str(tmp_path), rows, ["event_date"]), key=lambda f: f["path"])
+    assert [(f["path"].split("/")[0], json.loads(f["partition_values"]), f["records"]) for f in files] == [
+        ("event_date=2026-01-02", {"event_date": "2026-01-02"}, 2),
+        (f"event_date={NULL_PARTITION}", {"event_date": None}, 1)]
+    first = pq.read_table(tmp_path / files[0]["path"])
+    assert first.column_names == ["id"] and first.column("id").to_pylist() == [1, 3]
+    assert files[0]["size"] == (tmp_path / files[0]["path"]).stat().st_size
+    assert _write(str(tmp_path), rows.slice(0, 0), ["event_date"]) == []
