@@ -26,7 +26,8 @@ BRONZE = SPECS["bronze.rsvps_raw"]
 
 
 def _cfg(**loader: object):
-    return load_config("test", environ={f"KAPPA_LOADER__{k.upper()}": json.dumps(v) for k, v in loader.items()})
+    environ = {f"KAPPA_LOADER__{key.upper()}": json.dumps(value) for key, value in loader.items()}
+    return load_config("test", environ=environ)
 
 
 @pytest.mark.parametrize(("table", "loader", "master", "records", "path"), [
@@ -76,7 +77,8 @@ def _bronze_rows() -> pa.Table:
         "rsvp_id": pa.array(ids, pa.int64()), "mtime": pa.array(mtimes, pa.int64()),
         "event_time": pa.array([0] * 5, pa.timestamp("us", "UTC")), "value": ["{}"] * 5,
         "kafka_topic": ["t"] * 5, "kafka_partition": pa.array([0] * 5, pa.int32()),
-        "kafka_offset": pa.array(range(5), pa.int64()), "kafka_timestamp": pa.array([0] * 5, pa.timestamp("us", "UTC")),
+        "kafka_offset": pa.array(range(5), pa.int64()),
+        "kafka_timestamp": pa.array([0] * 5, pa.timestamp("us", "UTC")),
         "event_date": pa.array([None] * 5, pa.date32())})
 
 
