@@ -189,17 +189,22 @@ def _raw_produce(props: dict[str, str], topic: str, records: int, value: bytes) 
     began = time.monotonic()
     for index in range(records):
         key = str(index).encode()
-        while True:
-            try:
-                producer.produce(topic, value + key, key, index % PARTITIONS)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        if index % 10_000 == 0:
-            producer.poll(0)
+        produce_one(producer, topic, value + key, key, index % PARTITIONS, index)
     if producer.flush(300):
         raise RuntimeError("raw producer could not flush within 300 s")
     return time.monotonic() - began
+
+
+def produce_one(producer: Producer, topic: str, value: bytes, key: bytes, partition: int, index: int) -> None:
+    """Produce one record, waiting while the producer's queue is full; serve callbacks now and then."""
+    while True:
+        try:
+            producer.produce(topic, value, key, partition)
+            break
+        except BufferError:
+            producer.poll(0.05)
+    if index % 10_000 == 0:
+        producer.poll(0)
 
 
 def _raw_consume_arrow(props: dict[str, str], topic: str, records: int) -> float:

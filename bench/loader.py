@@ -4,12 +4,15 @@ Builds ``--records`` rsvps.raw-shaped Kafka rows in Spark (the Kafka read itself
 bench/kafka_source.py), applies the bronze transform, and in the same run measures:
 - driver path: ``toArrow()`` to the driver, then one delta-rs commit with app transactions;
 - the same Arrow rows written with ``pyarrow.parquet`` (one file, and hive-partitioned by date);
-- executor path: ``mapInArrow`` tasks write the files, the driver commits them (jobs/loader/scale.py);
 - driver memory growth of ``toArrow()`` per row (the driver path's limit);
 - files per partition after ``--batches`` small appends, and after ``kappa maintain`` compaction.
-Prints one JSON object. Never run as a timed test.
+
+With ``--paths 100000,500000,1000000`` it measures instead the two write paths of ``kappa load``
+end to end (bench/loader_paths.py: Kafka -> quality gate -> Delta, a fresh process per run,
+rows/s and driver peak RSS). Prints one JSON object. Never run as a timed test.
 
     SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python bench/loader.py --records 500000
+    SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python bench/loader.py --paths 100000,500000,1000000
 """
 
 from __future__ import annotations
@@ -31,7 +34,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from jobs.common.config import load_config
 from jobs.common.delta import Commit, table_uri, write_delta
 from jobs.loader.maintain import maintain_table
-from jobs.loader.scale import write_via_executors
 from jobs.loader.tables import SPECS, LoadTarget
 from jobs.loader.transforms import bronze_rows
 
@@ -81,10 +83,6 @@ def run(records: int, batches: int, root: Path) -> dict[str, Any]:
                                             commit=commit))
     _, parquet_s = _timed(lambda: pq.write_table(arrow, root / "plain.parquet"))
     _, hive_s = _timed(lambda: pq.write_to_dataset(arrow, root / "hive", partition_cols=["event_date"]))
-    scale_uri = table_uri(str(root / "lake"), "bronze.scale")
-    (_, _), executor_s = _timed(lambda: write_via_executors(
-        frame, scale_uri, snapshot=None, partition_by=spec.partition_by, commit=commit))
-    assert DeltaTable(scale_uri).to_pyarrow_dataset().count_rows() == records
     compaction = _compaction(cfg, frame, root, batches)
     spark.stop()
 
@@ -101,7 +99,6 @@ def run(records: int, batches: int, root: Path) -> dict[str, Any]:
         "delta_vs_parquet_single": round(parquet_s / delta_s, 3),
         "delta_vs_parquet_partitioned": round(hive_s / delta_s, 3),
         "driver_path_total": rate(collect_s + delta_s),
-        "executor_path_total": rate(executor_s),
         "driver_rss_growth_mb": round(rss_growth, 1),
         "driver_bytes_per_row": round(rss_growth * 1e6 / records, 1) if rss_growth > 0 else None,
         "compaction": compaction,
@@ -125,7 +122,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=500_000)
     parser.add_argument("--batches", type=int, default=8, help="small appends before compaction")
+    parser.add_argument("--paths", help="comma-separated sizes: compare kappa load's write paths")
+    parser.add_argument("--child", help=argparse.SUPPRESS)  # one measured run (bench/loader_paths.py)
     args = parser.parse_args(argv)
+    if args.paths or args.child:
+        from bench.loader_paths import main as paths_main
+
+        return paths_main(args.paths, args.child)
     with tempfile.TemporaryDirectory(prefix="kappa-bench-loader-") as folder:
         result = run(args.records, args.batches, Path(folder))
     result["command"] = "SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python bench/loader.py " + " ".join(

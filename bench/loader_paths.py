@@ -1,0 +1,179 @@
+"""Benchmark: ``kappa load``'s driver and executor write paths end to end, at several sizes.
+
+Starts an embedded broker, produces the largest size of rsvps.raw-shaped records (~260 bytes of
+JSON) once to a 3-partition topic, then for each size and path loads ``bronze.rsvps_raw`` (policy
+quarantine, the whole suite) from offset 0 up to that many records into a fresh lake with
+``run_load``, in a fresh process each (clean peak memory): ``loader.write_path`` forced, and
+``loader.driver_path_max_rows`` = the size, so the driver path takes the batch in one piece.
+Per run: seconds, rows/s, the driver's peak RSS (its Python process and its JVM: in
+``local[2]`` the JVM also hosts the executors' tasks) and the executors' Python workers' peak,
+and the load average before and after. Reached through ``bench/loader.py --paths``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+PARTITIONS = 3
+PATHS = ("driver", "executors")
+RUN_TIMEOUT_S = 1_200
+
+
+def main(sizes: str | None, child: str | None) -> int:
+    """``--paths``: run every size and path and print the JSON; ``--child``: one run."""
+    if child:
+        print(json.dumps(_one_run(json.loads(child))))
+        return 0
+    counts = sorted(int(size) for size in (sizes or "").split(",") if size.strip())
+    with tempfile.TemporaryDirectory(prefix="kappa-bench-paths-") as folder:
+        result = _compare(counts, Path(folder))
+    result["command"] = f"SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python bench/loader.py --paths {sizes}"
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+def _compare(sizes: list[int], folder: Path) -> dict[str, Any]:
+    from jobs.common.config import load_config
+    from jobs.common.stack import EmbeddedStack
+
+    overrides: dict[str, Any] = {
+        "redis.embedded": False, "spark.ui_enabled": False, "spark.master": "local[2]",
+        "stack.data_dir": str(folder / "stack"), "kafka.bootstrap_servers": f"127.0.0.1:{_free_port()}"}
+    cfg = load_config("test", overrides=overrides, environ={})
+    stack = EmbeddedStack(cfg)
+    runs: list[dict[str, Any]] = []
+    load_before = os.getloadavg()
+    try:
+        stack.up(progress=lambda message: None)
+        props = cfg.kafka.client_config()
+        topic, produce_s = _produce(props, max(sizes))
+        for size in sizes:
+            for path in PATHS:
+                spec = {"overrides": overrides | _loader(folder / f"lake-{path}-{size}", topic, path, size),
+                        "topic": topic, "records": size, "path": path}
+                runs.append(_launch(spec))
+                print(f"records={size} path={path} {runs[-1]}", file=sys.stderr, flush=True)
+    finally:
+        stack.down(progress=lambda message: None)
+    return {"benchmark": "loader_paths", "records_in_topic": max(sizes), "produce_s": round(produce_s, 1),
+            "spark_master": "local[2]", "driver_memory": "default (1g)", "runs": runs,
+            "loadavg_start": [round(x, 2) for x in load_before],
+            "loadavg_end": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count()}
+
+
+def _loader(lake: Path, topic: str, path: str, size: int) -> dict[str, Any]:
+    return {"lake.root": str(lake), "loader.write_path": path, "loader.driver_path_max_rows": size,
+            "loader.tables": {"bronze.rsvps_raw": {"topic": topic, "quality_policy": "quarantine"}}}
+
+
+def _launch(spec: dict[str, Any]) -> dict[str, Any]:
+    command = [sys.executable, str(REPO / "bench" / "loader.py"), "--child", json.dumps(spec)]
+    began = time.monotonic()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=REPO,
+                              check=False, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+    except subprocess.TimeoutExpired:
+        return {"records": spec["records"], "path": spec["path"], "error": f"timeout {RUN_TIMEOUT_S}s"}
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode or not lines:
+        tail = [line for line in done.stderr.splitlines() if "Error" in line or "error" in line][-3:]
+        return {"records": spec["records"], "path": spec["path"], "exit_code": done.returncode,
+                "wall_s": round(time.monotonic() - began, 1), "error": " | ".join(tail)[:600]}
+    return json.loads(lines[-1])
+
+
+def _one_run(spec: dict[str, Any]) -> dict[str, Any]:
+    """In a fresh process: build Spark, load ``records`` offsets, report time and memory."""
+    from jobs.common.config import load_config
+    from jobs.common.spark import build_spark
+    from jobs.loader.load import run_load
+    from jobs.loader.offsets import parse_until
+    from jobs.loader.tables import targets
+
+    cfg = load_config("test", overrides=spec["overrides"], environ={})
+    spark = build_spark(cfg, app_name=f"bench-loader-{spec['path']}")
+    jvm = spark.sparkContext._gateway.proc.pid  # type: ignore[union-attr]
+    records = spec["records"]
+    ends = {str(p): records // PARTITIONS + (1 if p < records % PARTITIONS else 0) for p in range(PARTITIONS)}
+    before = {"loadavg": [round(x, 2) for x in os.getloadavg()],
+              "py_rss_mb": _status_mb(os.getpid(), "VmRSS"), "jvm_rss_mb": _status_mb(jvm, "VmRSS")}
+    began, error, results = time.perf_counter(), None, []
+    try:
+        results = run_load(spark, cfg, targets(cfg), parse_until(json.dumps({spec["topic"]: ends})))
+    except Exception as exc:  # an OOM is a result of this benchmark
+        error = str(exc).splitlines()[0][:400]
+    seconds = time.perf_counter() - began
+    rows = sum(result.rows + result.quarantined for result in results)
+    out = {
+        "records": records, "path": spec["path"], "seconds": round(seconds, 2),
+        "rows_per_s": round(rows / seconds) if rows else 0, "rows": rows,
+        "outcomes": [(r.outcome, r.write_path, r.rows, r.error and r.error[:300]) for r in results],
+        "error": error, "before": before,
+        "driver_python_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "driver_jvm_peak_rss_mb": _status_mb(jvm, "VmHWM"),
+        "executor_python_worker_peak_rss_mb": max((_status_mb(pid, "VmHWM") for pid in _python_children(jvm)),
+                                                  default=None),
+        "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+    }
+    spark.stop()
+    return out
+
+
+def _status_mb(pid: int, field: str) -> int | None:
+    """A ``/proc/<pid>/status`` memory field (VmRSS now, VmHWM the peak) in MB."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    line = next((line for line in text.splitlines() if line.startswith(f"{field}:")), None)
+    return round(int(line.split()[1]) / 1024) if line else None
+
+
+def _python_children(pid: int) -> list[int]:
+    import psutil
+
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+    return [child.pid for child in children if "python" in child.name()]
+
+
+def _produce(props: dict[str, str], records: int) -> tuple[str, float]:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from bench.kafka_source import produce_one
+
+    topic = f"bench.{uuid.uuid4().hex[:10]}"
+    admin = AdminClient(props)  # kept referenced until the topic exists
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+    producer = Producer({**props, "linger.ms": 20, "queue.buffering.max.messages": 1_000_000})
+    now_ms = int(time.time() * 1000)
+    began = time.monotonic()
+    for index in range(records):
+        value = json.dumps({"rsvp_id": index + 1, "mtime": now_ms - records + index, "response": "yes",
+                            "guests": index % 3, "member": {"member_id": index, "member_name": "m" * 20},
+                            "event": {"event_id": f"ev{index % 977}", "event_name": "e" * 60},
+                            "group": {"group_city": "Barcelona", "group_country": "es"}})
+        produce_one(producer, topic, value.encode(), str(index + 1).encode(), index % PARTITIONS, index)
+    if producer.flush(300):
+        raise RuntimeError("producer could not flush within 300 s")
+    return topic, time.monotonic() - began
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
