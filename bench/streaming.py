@@ -4,11 +4,10 @@ Starts a private embedded Kafka and Redis (or uses ``--bootstrap``/``--redis-por
 ``--records`` generated RSVPs (the end-to-end tests' fault mix: late, out-of-order, duplicate and
 malformed lines) round-robin to a 3-partition topic, then measures, in one run on the same topic:
 
-* ``loop``: one process, one confluent-kafka consumer on the three partitions: ``json.loads``,
-  full schema validation (``rsvp_schema.type_errors`` plus the domain and event-time rules),
-  the analyzed JSON record produced to a topic (invalid lines to a DLQ topic with the reason
-  headers), and every summary counted in dicts (cities, per-minute topics, all-time topics,
-  member sets, per-event responses): the strongest fair baseline (no Redis);
+* ``loop``: one process, one confluent-kafka consumer on the three partitions, calling per
+  record the same plain-Python functions as the job's tasks (typed validation with exact
+  reasons, the analyzed JSON record or the dead letter produced to a topic, every summary
+  counted): the strongest fair baseline (no Spark, no Redis; bench/streaming_loop.py);
 * ``job``: ``run_stream`` in replay mode (availableNow, ``--per-trigger`` offsets per batch,
   all sinks: Kafka outputs and the fenced Redis apply) on ``local[2]``, after an untimed replay
   of ``--warmup`` records (JVM warm-up). Sustained rate = rows of every batch but the first /
@@ -37,7 +36,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -45,11 +44,10 @@ from statistics import median
 from typing import Any
 
 import psutil
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from jobs.collector.generator import FaultMix, RsvpGenerator
-from jobs.common import rsvp_schema as schema
 from jobs.common.config import KappaConfig, load_config
 from jobs.common.kafka.client import producer_config
 
@@ -111,15 +109,18 @@ def run(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
         result["spark_start_and_warmup_s"] = round(time.monotonic() - began, 2)
         load["after_warmup"] = _load()
         for _ in range(args.repeats):
-            loops.append(_loop(cfg, source, args.records))
-            jobs.append(_replay(cfg, source, args.per_trigger))
+            loops.append(_with_cpu(lambda: _loop(cfg, source, args.records)))
+            jobs.append(_with_cpu(lambda: _replay(cfg, source, args.per_trigger)))
         load["after_throughput"] = _load()
         loop_rate = median(x["rows_per_s"] for x in loops)
         sustained = median(x["sustained_rows_per_s"] for x in jobs)
         result["throughput"] = {
             "loop_rows_per_s": round(loop_rate), "job_sustained_rows_per_s": round(sustained),
             "job_wall_rows_per_s": round(median(x["wall_rows_per_s"] for x in jobs)),
-            "job_vs_loop": round(sustained / loop_rate, 2), "loop_runs": loops, "job_runs": jobs}
+            "job_vs_loop": round(sustained / loop_rate, 2),
+            "loop_cpu_us_per_event": median(x["cpu_us_per_event"] for x in loops),
+            "job_cpu_us_per_event": median(x["cpu_us_per_event"] for x in jobs),
+            "loop_runs": loops, "job_runs": jobs}
         if not args.skip_latency:
             result["latency"] = _latency(cfg, args)
             load["after_latency"] = _load()
@@ -291,125 +292,37 @@ def _delivered(sent: list[tuple[int, int, float]], stamp: float):
     return report
 
 
-# --- the hand-written loop -------------------------------------------------------------------
+# --- the hand-written loop (bench/streaming_loop.py) -----------------------------------------
 
 def _loop(cfg: KappaConfig, source: str, records: int) -> dict[str, Any]:
-    """Consume, parse + validate, analyzed/DLQ records produced, summaries counted in dicts."""
+    """Consume, validate, produce the analyzed/DLQ records, count: the job's work in one process."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from streaming_loop import run_loop
+
     props = cfg.kafka.client_config()
-    analyzed_topic, dlq_topic = _topic(props, PARTITIONS), _topic(props, 1)
-    s = cfg.streaming
-    min_ms, skew_ms, max_bytes = s.min_event_ms, s.future_skew_s * 1000, cfg.collector.max_record_bytes
-    watermark_ms = s.watermark_s * 1000
-    consumer = Consumer({**props, "group.id": f"bench-{uuid.uuid4().hex}", "enable.auto.commit": False,
-                         "receive.message.max.bytes": 1_000_000_000,
-                         "fetch.max.bytes": 100 * 1024 * 1024})
-    consumer.assign([TopicPartition(source, p, 0) for p in range(PARTITIONS)])
-    producer = Producer(producer_config(props))
-    cities: dict[int, Counter] = defaultdict(Counter)
-    minutes: dict[int, Counter] = defaultdict(Counter)
-    topics_all: Counter = Counter()
-    members: dict[int, set] = defaultdict(set)
-    events: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
-    count = valid = dlq = late = 0
-    max_event: int | None = None
-    dumps, loads = json.dumps, json.loads
-    began = time.monotonic()
-    while count < records:
-        batch = consumer.consume(20_000, timeout=1.0)
-        watermark = None if max_event is None else max_event - watermark_ms
-        for message in batch:
-            if message.error() is not None:
-                continue
-            count += 1
-            raw = message.value()
-            reason = _validate(raw, loads, message.timestamp()[1], min_ms, skew_ms, max_bytes)
-            partition, offset = message.partition(), message.offset()
-            if isinstance(reason, str):
-                dlq += 1
-                headers = [("kappa.reason", reason.encode()),
-                           ("kappa.source", f"stream:{source}/{partition}/{offset}".encode()),
-                           ("kappa.source_topic", source.encode()),
-                           ("kappa.source_partition", str(partition).encode()),
-                           ("kappa.source_offset", str(offset).encode())]
-                _send(producer, dlq_topic, raw, message.key(), headers)
-                continue
-            r = reason
-            valid += 1
-            mtime, group, venue = r["mtime"], r["group"], r.get("venue") or {}
-            is_late = watermark is not None and mtime < watermark
-            late += is_late
-            topics = list(dict.fromkeys(t["topic_name"] for t in group["group_topics"]))
-            city = " ".join(w.capitalize() for w in group["group_city"].split())
-            kafka_ms = message.timestamp()[1]
-            record = {
-                "schema_version": 1, "rsvp_id": r["rsvp_id"], "event_time_ms": mtime,
-                "event_time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(mtime // 1000))
-                + f".{mtime % 1000:03d}Z",
-                "event_id": r["event"]["event_id"], "event_name": r["event"]["event_name"],
-                "group_id": group["group_id"], "group_name": group["group_name"],
-                "member_id": r["member"]["member_id"], "response": r["response"],
-                "guests": r["guests"], "topics": topics, "city": city,
-                "country": group["group_country"].strip().upper(), "state": group.get("group_state"),
-                "lat": venue.get("lat", group["group_lat"]), "lon": venue.get("lon", group["group_lon"]),
-                "venue_id": venue.get("venue_id"), "source_topic": source,
-                "source_partition": partition, "source_offset": offset,
-                "kafka_timestamp_ms": kafka_ms, "ingest_lag_ms": kafka_ms - mtime, "late": is_late}
-            _send(producer, analyzed_topic, dumps(record).encode(), record["event_id"].encode(), None)
-            topics_all.update(topics)
-            event = events[record["event_id"]]
-            if r["response"] == "yes":
-                event[0] += 1
-                event[2] += r["guests"]
-            else:
-                event[1] += 1
-            members[-1].add(record["member_id"])
-            if not is_late:
-                minute = mtime // 60_000 * 60_000
-                cities[minute][city] += 1
-                minutes[minute].update(topics)
-                members[minute].add(record["member_id"])
-            max_event = mtime if max_event is None else max(max_event, mtime)
-        producer.poll(0)
-    if producer.flush(120):
-        raise RuntimeError("the loop's producer could not flush in 120 s")
-    elapsed = time.monotonic() - began
-    consumer.close()
-    return {"records": count, "valid": valid, "dlq": dlq, "late": late, "seconds": round(elapsed, 2),
-            "rows_per_s": round(count / elapsed), "cities_windows": len(cities),
-            "topics": len(topics_all), "events": len(events), "load_avg_1m": round(os.getloadavg()[0], 2)}
+    return run_loop(cfg, source, PARTITIONS, records, _topic(props, PARTITIONS), _topic(props, 1))
 
 
-def _validate(raw: bytes, loads, kafka_ms: int, min_ms: int, skew_ms: int, max_bytes: int
-              ) -> str | dict[str, Any]:
-    """The parsed record, or the reason (``<code>: <detail>``) it is a dead letter."""
-    if len(raw) > max_bytes:
-        return f"{schema.OVERSIZE}: {len(raw)} bytes"
-    try:
-        record = loads(raw)
-    except ValueError as exc:
-        return f"{schema.INVALID_JSON}: {exc}"
-    if not isinstance(record, dict):
-        return f"{schema.NOT_AN_OBJECT}: expected a JSON object"
-    errors = schema.type_errors(record)
-    if errors:
-        return f"{schema.WRONG_TYPE}: {', '.join(errors)}"
-    group, venue = record["group"], record.get("venue") or {}
-    lat, lon = venue.get("lat", group["group_lat"]), venue.get("lon", group["group_lon"])
-    if (record["response"] not in schema.RESPONSES or record["guests"] < 0
-            or not group["group_city"].strip() or not -90 <= lat <= 90 or not -180 <= lon <= 180):
-        return f"{schema.INVALID_VALUE}: out of domain"
-    if record["mtime"] < min_ms or record["mtime"] > kafka_ms + skew_ms:
-        return f"{schema.BAD_EVENT_TIME}: mtime {record['mtime']}"
-    return record
-
-
-def _send(producer: Producer, topic: str, value: bytes, key: bytes | None, headers) -> None:
-    while True:
+def _cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process and every descendant, reaped ones included."""
+    me = psutil.Process()
+    total = 0.0
+    for proc in [me, *me.children(recursive=True)]:
         try:
-            producer.produce(topic, value, key, headers=headers)
-            return
-        except BufferError:
-            producer.poll(0.05)
+            t = proc.cpu_times()
+        except psutil.Error:
+            continue
+        total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+def _with_cpu(run: Any) -> dict[str, Any]:
+    """``run()``'s result plus the CPU it (and the broker, a descendant) used per event."""
+    before = _cpu_seconds()
+    result = run()
+    cpu = _cpu_seconds() - before
+    result |= {"cpu_s": round(cpu, 1), "cpu_us_per_event": round(cpu / result["records"] * 1e6, 1)}
+    return result
 
 
 # --- plumbing --------------------------------------------------------------------------------

@@ -101,9 +101,11 @@ class BatchProcessor:
         fence = self.redis.fence() if self.redis else {}
         # One pass: every task validates its records, produces the Kafka outputs and counts;
         # only the counts come back (jobs/streaming/task.py).
+        clock.lap("fence")
         output = df.mapInArrow(batch_task(self._plan(used, fence)), TASK_SCHEMA).toArrow()
-        stats, increments = split_output(output.to_pylist())
         clock.lap("read_process_produce")
+        stats, increments = split_output(output.to_pylist())
+        clock.lap("merge")
         written: dict[str, int] = {}
         if KAFKA in self.sinks:
             written |= {"analyzed": sum(st["valid_rows"] for st in stats),
@@ -114,9 +116,11 @@ class BatchProcessor:
         batch_max = max((s["max_event_ms"] for s in stats if s["max_event_ms"] is not None), default=None)
         max_after = max((v for v in (used.max_event_ms, batch_max) if v is not None), default=None)
         metrics = self._metrics(batch_id, stats, used, max_after, time.monotonic() - started)
+        clock.lap("metrics")
         metrics["phases_ms"] = clock.laps
         self._publish_metrics(metrics)
         self.watermarks.record(batch_id, used, max_after)
+        clock.lap("publish")
         self.totals.add(metrics, written)
         logger.info("batch query=%s batch_id=%d rows=%d valid=%d dlq=%d late=%d applied=%d elapsed_s=%.2f",
                     self.query, batch_id, metrics["input_rows"], metrics["valid_rows"],

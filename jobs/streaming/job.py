@@ -149,6 +149,8 @@ def _run_query(spark, cfg: KappaConfig, spec: RunSpec, query: str, checkpoint: s
     s = cfg.streaming
     options = {"maxOffsetsPerTrigger": spec.max_offsets_per_trigger or s.max_offsets_per_trigger,
                "failOnDataLoss": str(s.fail_on_data_loss and not spec.skip_lost).lower()}
+    if s.max_records_per_partition:
+        options["maxRecordsPerPartition"] = s.max_records_per_partition
     source = read_kafka(spark, cfg, topics=[s.source_topic], starting=spec.starting,
                         ending=spec.ending, stream=True, options=options, checkpoint=checkpoint)
     writer = (source.writeStream.foreachBatch(processor).queryName(query)

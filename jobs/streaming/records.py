@@ -26,10 +26,26 @@ MAX_DLQ_VALUE_BYTES = 1 << 20
 _encode = msgspec.json.Encoder().encode
 
 
+_SECONDS: dict[int, str] = {}
+_SECONDS_KEPT = 100_000
+
+
 def event_time(ms: int) -> str:
     """``yyyy-MM-ddTHH:mm:ss.SSSZ`` of epoch milliseconds, UTC."""
     seconds, millis = divmod(ms, 1000)
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{millis:03d}Z"
+    prefix = _SECONDS.get(seconds)
+    if prefix is None:
+        if len(_SECONDS) >= _SECONDS_KEPT:
+            _SECONDS.clear()
+        prefix = _SECONDS[seconds] = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.")
+    return f"{prefix}{millis:03d}Z"
+
+
+def _topic_names(group: Any) -> list[str]:
+    names = [topic.topic_name for topic in group.group_topics]
+    if len(names) > 1 and len(set(names)) < len(names):
+        return list(dict.fromkeys(names))
+    return names
 
 
 def analyzed(rsvp: Any, topic: str, partition: int, offset: int, kafka_ms: int | None, *,
@@ -45,8 +61,7 @@ def analyzed(rsvp: Any, topic: str, partition: int, offset: int, kafka_ms: int |
         "event_time": event_time(mtime), "event_id": rsvp.event.event_id,
         "event_name": rsvp.event.event_name, "group_id": group.group_id,
         "group_name": group.group_name, "member_id": rsvp.member.member_id,
-        "response": rsvp.response, "guests": rsvp.guests,
-        "topics": list(dict.fromkeys(t.topic_name for t in group.group_topics)),
+        "response": rsvp.response, "guests": rsvp.guests, "topics": _topic_names(group),
         "city": normalize_city(group.group_city), "country": group.group_country.strip(" ").upper(),
         "state": group.group_state, "lat": lat, "lon": lon,
         "venue_id": venue.venue_id if venue is not None else None,
@@ -89,52 +104,66 @@ class Increments:
 
     Windowed kinds (``city``, ``topic_minute``, ``member``) count on-time records only; all-time
     kinds (``topic``, ``member_all``, ``event``) every record. ``n`` is the count (``yes``
-    responses for ``event``); ``no`` and ``guests`` only for ``event``; ``label`` the event name.
-    Trending windows are built in Redis from the per-slide ``topic_minute`` buckets.
+    responses for ``event``); ``no`` and ``guests`` only for ``event``; ``label`` the event name
+    (the greatest seen). Trending windows are built in Redis from the per-slide ``topic_minute``
+    buckets.
     """
 
     def __init__(self, windows: Windows) -> None:
         self.windows = windows
-        self.counts: dict[tuple[str, int, str], list[Any]] = {}
+        self.windowed: dict[str, dict[tuple[int, str], int]] = {CITY: {}, TOPIC_MINUTE: {}, MEMBER: {}}
+        self.all_time: dict[str, dict[str, int]] = {TOPIC: {}, MEMBER_ALL: {}}
+        self.events: dict[str, list[Any]] = {}
 
-    def _bump(self, key: tuple[str, int, str], n: int = 1) -> None:
-        entry = self.counts.get(key)
-        if entry is None:
-            self.counts[key] = [n, 0, 0, None]
-        else:
-            entry[0] += n
+    def __len__(self) -> int:
+        return (sum(map(len, self.windowed.values())) + sum(map(len, self.all_time.values()))
+                + len(self.events))
 
     def add(self, record: dict[str, Any]) -> None:
         """Count one analyzed record."""
-        w, ms, bump = self.windows, record["event_time_ms"], self._bump
-        on_time = not record["late"]
-        member = str(record["member_id"])
-        if on_time:
-            bump((CITY, ms // w.city_ms * w.city_ms, record["city"]))
-            bump((MEMBER, ms // w.members_ms * w.members_ms, member))
-        bump((MEMBER_ALL, 0, member))
-        minute = ms // w.trending_slide_ms * w.trending_slide_ms
-        for topic in record["topics"]:
-            bump((TOPIC, 0, topic))
-            if on_time:
-                bump((TOPIC_MINUTE, minute, topic))
-        key = (EVENT, 0, record["event_id"])
-        entry = self.counts.get(key)
-        if entry is None:
-            entry = self.counts[key] = [0, 0, 0, record["event_name"]]
-        elif entry[3] is None or record["event_name"] > entry[3]:
-            entry[3] = record["event_name"]
+        w, ms = self.windows, record["event_time_ms"]
+        member, topics = str(record["member_id"]), record["topics"]
+        all_topics, all_members = self.all_time[TOPIC], self.all_time[MEMBER_ALL]
+        all_members[member] = all_members.get(member, 0) + 1
+        for topic in topics:
+            all_topics[topic] = all_topics.get(topic, 0) + 1
+        if not record["late"]:
+            cities, minutes, members = (self.windowed[CITY], self.windowed[TOPIC_MINUTE],
+                                        self.windowed[MEMBER])
+            key = (ms // w.city_ms * w.city_ms, record["city"])
+            cities[key] = cities.get(key, 0) + 1
+            key = (ms // w.members_ms * w.members_ms, member)
+            members[key] = members.get(key, 0) + 1
+            minute = ms // w.trending_slide_ms * w.trending_slide_ms
+            for topic in topics:
+                key = (minute, topic)
+                minutes[key] = minutes.get(key, 0) + 1
+        event = self.events.get(record["event_id"])
+        if event is None:
+            event = self.events[record["event_id"]] = [0, 0, 0, record["event_name"]]
+        elif record["event_name"] > event[3]:
+            event[3] = record["event_name"]
         if record["response"] == "yes":
-            entry[0] += 1
-            entry[2] += record["guests"]
+            event[0] += 1
+            event[2] += record["guests"]
         else:
-            entry[1] += 1
+            event[1] += 1
 
     def rows(self) -> list[dict[str, Any]]:
         """One dict per key: kind, window_start, item, n, no, guests, label."""
-        return [{"kind": kind, "window_start": start, "item": item, "n": n, "no": no,
-                 "guests": guests, "label": label}
-                for (kind, start, item), (n, no, guests, label) in self.counts.items()]
+        out = [_row(kind, start, item, n) for kind, counts in self.windowed.items()
+               for (start, item), n in counts.items()]
+        out += [_row(kind, 0, item, n) for kind, counts in self.all_time.items()
+                for item, n in counts.items()]
+        out += [_row(EVENT, 0, item, yes, no, guests, label)
+                for item, (yes, no, guests, label) in self.events.items()]
+        return out
+
+
+def _row(kind: str, start: int, item: str, n: int, no: int = 0, guests: int = 0,  # noqa: PLR0917
+         label: str | None = None) -> dict[str, Any]:
+    return {"kind": kind, "window_start": start, "item": item, "n": n, "no": no, "guests": guests,
+            "label": label}
 
 
 def merge_increments(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -64,8 +64,13 @@ def batch_task(plan: TaskPlan) -> Callable[[Iterator[pa.RecordBatch]], Iterator[
         producer = TaskProducer(plan.kafka, plan.flush_timeout_ms) if plan.produces else None
         increments = Increments(plan.windows) if plan.count else None
         stats: dict[tuple[str, int, bool], list[Any]] = {}
-        for batch in batches:
-            _one_batch(batch, plan, producer, increments, stats)
+        try:
+            for batch in batches:
+                _one_batch(batch, plan, producer, increments, stats)
+        except BaseException:
+            if producer is not None:
+                producer.discard()
+            raise
         if producer is not None:
             producer.finish()
         rows = increments.rows() if increments is not None else []

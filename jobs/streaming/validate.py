@@ -11,6 +11,7 @@ which yields the exact reason. Reasons, first match wins (docs/streaming.md):
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -58,7 +59,13 @@ def _struct(name: str, fields: tuple[schema.Field, ...]) -> type[msgspec.Struct]
 Rsvp = _struct("Rsvp", schema.RSVP_FIELDS)
 """The typed RSVP record (attribute access: ``rsvp.group.group_city``)."""
 _TYPED = msgspec.json.Decoder(Rsvp)
-_ANY = json.JSONDecoder().decode
+
+
+def _no_constants(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+_ANY = json.JSONDecoder(parse_constant=_no_constants).decode  # NaN, Infinity: not JSON
 
 
 def parse(value: bytes | None, kafka_ms: int | None, rules: Rules) -> tuple[Any, str | None]:
@@ -151,6 +158,7 @@ def missing_fields(data: dict, fields: tuple[schema.Field, ...] = schema.RSVP_FI
     return missing
 
 
+@functools.lru_cache(maxsize=65_536)
 def normalize_city(city: str) -> str:
     """Collapse whitespace (tabs and newlines too), trim, lower case, capitalise each word."""
     words = _WHITESPACE.sub(" ", city).strip(" ").lower().split(" ")

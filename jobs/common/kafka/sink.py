@@ -111,22 +111,42 @@ class KafkaStreamWriter(_ProducingWriter, DataSourceStreamArrowWriter):
         logger.warning("kafka stream write aborted batch_id=%d tasks=%d", batchId, len(messages))
 
 
+_SHARED: dict[tuple[tuple[str, str], ...], tuple[Producer, list[KafkaError]]] = {}
+
+
+def _new_producer(kafka: Mapping[str, str]) -> tuple[Producer, list[KafkaError]]:
+    failures: list[KafkaError] = []
+
+    def on_delivery(err: KafkaError | None, _msg: object) -> None:
+        if err is not None:
+            failures.append(err)
+
+    return Producer(producer_config(kafka) | {"on_delivery": on_delivery}), failures
+
+
 class TaskProducer:
     """The idempotent producer of one task: counts failed deliveries; :meth:`finish` flushes.
 
     Nothing is dropped silently: ``finish`` raises KafkaSourceError unless Kafka acknowledged
-    every record, so the task (and with it the batch) fails and is retried.
+    every record, so the task (and with it the batch) fails and is retried. The librdkafka
+    producer behind it is kept per worker process and configuration and reused by the next task
+    (creating one costs a connection and an idempotent-producer handshake, hundreds of ms per
+    micro-batch); a task runs alone in its worker, and a producer whose task failed is dropped.
     """
 
     def __init__(self, kafka: Mapping[str, str], flush_timeout_ms: int) -> None:
-        self.failures: list[KafkaError] = []
+        self._key = tuple(sorted((str(k), str(v)) for k, v in kafka.items()))
+        entry = _SHARED.get(self._key)
+        if entry is None:
+            entry = _SHARED[self._key] = _new_producer(kafka)
+        self._producer, self.failures = entry
+        self.failures.clear()
         self.rows = 0
         self._flush_timeout_s = flush_timeout_ms / 1000
-        self._producer = Producer(producer_config(kafka) | {"on_delivery": self._on_delivery})
 
-    def _on_delivery(self, err: KafkaError | None, _msg: object) -> None:
-        if err is not None:
-            self.failures.append(err)
+    def discard(self) -> None:
+        """Do not reuse this producer (its task failed); queued records may still be delivered."""
+        _SHARED.pop(self._key, None)
 
     def produce(self, topic: str | None, value: object, key: object = None,
                 headers: list[tuple[str, bytes]] | None = None, partition: int | None = None) -> None:
@@ -156,10 +176,12 @@ class TaskProducer:
         remaining = self._producer.flush(self._flush_timeout_s)
         rows = self.rows
         if remaining:
+            self.discard()
             raise KafkaSourceError(f"{remaining} of {rows} record(s) were not acknowledged within "
                                    f"flushTimeoutMs={int(self._flush_timeout_s * 1000)}; the batch "
                                    "fails and will be retried; check the brokers")
         if self.failures:
+            self.discard()
             first = self.failures[0]
             raise KafkaSourceError(f"{len(self.failures)} of {rows} record(s) failed delivery to Kafka, "
                                    f"first error: {first.str()} ({first.name()}); the batch fails "
@@ -172,8 +194,12 @@ def produce_batches(batches: Iterator[pa.RecordBatch], options: SinkOptions, lay
     """Produce all rows, flush, and raise KafkaSourceError unless every record was delivered."""
     producer = TaskProducer(options.kafka, options.flush_timeout_ms)
     began = time.monotonic()
-    for batch in batches:
-        _produce_batch(producer, batch, options, layout)
+    try:
+        for batch in batches:
+            _produce_batch(producer, batch, options, layout)
+    except BaseException:
+        producer.discard()
+        raise
     rows = producer.finish()
     logger.debug("kafka produce rows=%d elapsed_s=%.3f", rows, time.monotonic() - began)
     return rows
