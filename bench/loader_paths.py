@@ -27,7 +27,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 PARTITIONS = 3
 PATHS = ("driver", "executors")
-RUN_TIMEOUT_S = 1_200
+RUN_TIMEOUT_S = 600
 
 
 def main(sizes: str | None, child: str | None) -> int:

@@ -44,7 +44,7 @@ from jobs.loader import audit
 from jobs.loader.offsets import PartitionRange, Until, cap_ranges, plan
 from jobs.loader.scale import choose_write_path
 from jobs.loader.suites import Rule, suite_rules
-from jobs.loader.tables import LoadTarget, quarantine_name
+from jobs.loader.tables import LoadTarget, quarantine_name, read_frame
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -168,16 +168,15 @@ class _Batch:
 def _through_driver(cfg: KappaConfig, batch: _Batch, rows: pa.Table) -> None:
     from jobs.loader.quality import validate
 
-    target, snapshot, commit, run_id, result = (batch.target, batch.snapshot, batch.commit, batch.run_id,
-                                                batch.result)
+    target, commit, result = batch.target, batch.commit, batch.result
     spec = target.spec
-    checked = validate(cfg, target, rows, run_id)
+    checked = validate(cfg, target, rows, batch.run_id)
     _gate(target, result, checked.failed, checked.blocking, orphans=False)
     if checked.bad.num_rows:
         _quarantine(cfg, target, commit, rows=checked.bad)
         result.quarantined = checked.bad.num_rows
     result.version = write_delta(
-        target.uri, checked.good, snapshot=snapshot, mode=spec.mode, partition_by=spec.partition_by,
+        target.uri, checked.good, snapshot=batch.snapshot, mode=spec.mode, partition_by=spec.partition_by,
         merge_keys=spec.keys, merge_condition=spec.newer, commit=commit)
     result.rows, result.outcome = checked.good.num_rows, "committed"
 
@@ -187,21 +186,21 @@ def _through_executors(cfg: KappaConfig, batch: _Batch, rules: list[Rule], frame
     from jobs.loader.quality import judge, keep_results
     from jobs.loader.scale import TaskPlan, add_actions, arrow_schema, write_on_executors
 
-    target, snapshot, commit, run_id, result = (batch.target, batch.snapshot, batch.commit, batch.run_id,
-                                                batch.result)
+    target, commit, result = batch.target, batch.commit, batch.result
     spec, schema = target.spec, arrow_schema(frame)
     task = TaskPlan(spec.name, target.uri, table_uri(cfg.lake.root, quarantine_name(spec.name)),
-                    spec.partition_by, tuple(rules), target.policy, run_id, cfg.loader.executor_chunk_rows)
+                    spec.partition_by, tuple(rules), target.policy, batch.run_id,
+                    cfg.loader.executor_chunk_rows)
     written = write_on_executors(frame, task)
-    if written.rows + written.quarantined or written.reports:
-        failed, blocking, records = judge(target, rules, combine(spec.name, rules, written.reports, schema),
-                                          run_id)
+    if written.reports:  # none when the range held no rows: nothing to judge, as on the driver path
+        results = combine(spec.name, rules, written.reports, schema)
+        failed, blocking, records = judge(target, rules, results, batch.run_id)
         keep_results(cfg, records)
         _gate(target, result, failed, blocking, orphans=True)
     if written.quarantine:
         _quarantine(cfg, target, commit, files=add_actions(written.quarantine), schema=schema)
         result.quarantined = written.quarantined
-    result.version = commit_files(target.uri, add_actions(written.data), schema, snapshot=snapshot,
+    result.version = commit_files(target.uri, add_actions(written.data), schema, snapshot=batch.snapshot,
                                   partition_by=spec.partition_by, commit=commit)
     result.rows, result.outcome = written.rows, "committed"
 
@@ -218,24 +217,6 @@ def _gate(target: LoadTarget, result: TableResult, failed: list[str], blocking: 
         f"{target.spec.name}: batch {_describe(result.ranges)} failed its quality suite "
         f"({'; '.join(failed)}); nothing committed.{left} See `kappa quality report` and "
         "docs/runbooks/loader.md 'Data-quality failure'")
-
-
-def read_frame(spark: SparkSession, cfg: KappaConfig, target: LoadTarget, ranges: list[PartitionRange], *,
-               executors: bool = False) -> DataFrame:
-    """The ranges read through the Kafka data source, transformed into the table's rows.
-
-    For the executor path the read is split into Spark tasks of at most
-    ``loader.executor_chunk_rows`` records (``maxRecordsPerPartition``).
-    """
-    from jobs.common.kafka.adapter import read_kafka
-
-    starting: dict[str, dict[int | str, int]] = {target.topic: {r.partition: r.start for r in ranges}}
-    ending: dict[str, dict[int | str, int]] = {target.topic: {r.partition: r.end for r in ranges}}
-    options = {"includeHeaders": "true"} if target.spec.headers else {}
-    if executors:
-        options["maxRecordsPerPartition"] = str(cfg.loader.executor_chunk_rows)
-    frame = read_kafka(spark, cfg, topics=target.topic, starting=starting, ending=ending, options=options)
-    return frame.transform(target.spec.rows())
 
 
 def _quarantine(cfg: KappaConfig, target: LoadTarget, commit: Commit, *, rows: pa.Table | None = None,

@@ -11,7 +11,9 @@ from jobs.common.delta import WriteMode, table_uri
 from jobs.common.errors import ConfigError
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
+
+    from jobs.loader.offsets import PartitionRange
 
 AUDIT_TABLE = "ops.load_audit"
 QUALITY_TABLE = "ops.quality_results"
@@ -95,6 +97,24 @@ def targets(cfg: KappaConfig, names: list[str] | None = None) -> list[LoadTarget
         chosen = [name for name, table in configured.items() if table.enabled]
     return [LoadTarget(SPECS[name], configured[name].topic, configured[name].quality_policy,
                        table_uri(cfg.lake.root, name)) for name in chosen]
+
+
+def read_frame(spark: SparkSession, cfg: KappaConfig, target: LoadTarget, ranges: list[PartitionRange],
+               *, executors: bool = False) -> DataFrame:
+    """The ranges read through the Kafka data source, transformed into the table's rows.
+
+    For the executor path the read is split into Spark tasks of at most
+    ``loader.executor_chunk_rows`` records (``maxRecordsPerPartition``).
+    """
+    from jobs.common.kafka.adapter import read_kafka
+
+    starting: dict[str, dict[int | str, int]] = {target.topic: {r.partition: r.start for r in ranges}}
+    ending: dict[str, dict[int | str, int]] = {target.topic: {r.partition: r.end for r in ranges}}
+    options = {"includeHeaders": "true"} if target.spec.headers else {}
+    if executors:
+        options["maxRecordsPerPartition"] = str(cfg.loader.executor_chunk_rows)
+    frame = read_kafka(spark, cfg, topics=target.topic, starting=starting, ending=ending, options=options)
+    return frame.transform(target.spec.rows())
 
 
 def quarantine_name(table: str) -> str:
