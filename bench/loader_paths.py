@@ -96,13 +96,13 @@ def _launch(spec: dict[str, Any]) -> dict[str, Any]:
 def _one_run(spec: dict[str, Any]) -> dict[str, Any]:
     """In a fresh process: build Spark, load ``records`` offsets, report time and memory."""
     from jobs.common.config import load_config
-    from jobs.common.spark import build_spark
     from jobs.loader.load import run_load
     from jobs.loader.offsets import parse_until
+    from jobs.loader.scale import loader_spark
     from jobs.loader.tables import targets
 
     cfg = load_config("test", overrides=spec["overrides"], environ={})
-    spark = build_spark(cfg, app_name=f"bench-loader-{spec['path']}")
+    spark = loader_spark(cfg, app_name=f"bench-loader-{spec['path']}")
     jvm = spark.sparkContext._gateway.proc.pid  # type: ignore[union-attr]
     records = spec["records"]
     ends = {str(p): records // PARTITIONS + (1 if p < records % PARTITIONS else 0) for p in range(PARTITIONS)}

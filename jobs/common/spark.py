@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -118,8 +119,13 @@ def spark_environment() -> None:
     os.environ["PYSPARK_DRIVER_PYTHON"] = os.environ.get("PYSPARK_DRIVER_PYTHON") or sys.executable
 
 
-def build_spark(config: KappaConfig, app_name: str | None = None) -> SparkSession:
-    """Build (or return the running) SparkSession for this run and register Python sources."""
+def build_spark(config: KappaConfig, app_name: str | None = None,
+                extra_conf: Mapping[str, str] | None = None) -> SparkSession:
+    """Build (or return the running) SparkSession for this run and register Python sources.
+
+    ``extra_conf`` (a job's own settings, e.g. the loader's worker daemon) comes before
+    ``spark.conf`` from the config, which can override it.
+    """
     major, line = java_version()
     if major < JAVA_MAJOR:
         raise KappaError(f"Spark 4 needs Java {JAVA_MAJOR}+, found {line!r}; set JAVA_HOME")
@@ -139,6 +145,7 @@ def build_spark(config: KappaConfig, app_name: str | None = None) -> SparkSessio
     }
     if config.spark.master.startswith("local"):
         settings |= {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+    settings |= dict(extra_conf or {})
     settings |= {key: str(value) for key, value in config.spark.conf.items()}
     for key, value in settings.items():
         builder = builder.config(key, value)

@@ -31,7 +31,7 @@ from jobs.loader.suites import Rule
 from jobs.loader.tables import TableSpec
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
 REPORT_SCHEMA = pa.schema([
     ("kind", pa.string()), ("path", pa.string()), ("size", pa.int64()), ("partition_values", pa.string()),
@@ -43,6 +43,7 @@ REPORT_DDL = ("kind string, path string, size long, partition_values string, rec
               "extreme string")
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 DATA, QUARANTINE, RULE = "data", "quarantine", "rule"
+DAEMON_MODULE = "jobs.loader.daemon"
 
 
 @dataclass(frozen=True)
@@ -100,12 +101,36 @@ def choose_write_path(cfg: KappaConfig, spec: TableSpec, rules: Sequence[Rule],
         return "driver", f"rules {unready} need the whole batch at once"
     if setting != "auto":
         return setting, f"loader.write_path={setting}"
-    if master != "local" and not master.startswith("local["):
+    if _cluster(master):
         return "executors", f"spark.master={master} is a cluster"
     limit = cfg.loader.driver_path_max_rows
     if records > limit:
         return "executors", f"{records} records > loader.driver_path_max_rows={limit}"
     return "driver", f"{records} records <= loader.driver_path_max_rows={limit}"
+
+
+def worker_conf(cfg: KappaConfig) -> dict[str, str]:
+    """Spark settings of the loader's session (GX preloaded in the executors' worker daemon).
+
+    Where batches will likely take the executor path (``write_path: executors``, or ``auto`` on
+    a cluster), the executors' Python workers are forked from jobs/loader/daemon.py, which has
+    imported Great Expectations once; elsewhere the daemon stays pyspark's (a driver-path run
+    would pay the import for nothing).
+    """
+    setting = cfg.loader.write_path
+    likely = setting == "executors" or (setting == "auto" and _cluster(cfg.spark.master))
+    return {"spark.python.daemon.module": DAEMON_MODULE} if likely else {}
+
+
+def loader_spark(cfg: KappaConfig, app_name: str) -> SparkSession:
+    """The SparkSession of a load (``kappa load``, the Airflow load tasks, bench/loader_paths.py)."""
+    from jobs.common.spark import build_spark
+
+    return build_spark(cfg, app_name, extra_conf=worker_conf(cfg))
+
+
+def _cluster(master: str) -> bool:
+    return master != "local" and not master.startswith("local[")
 
 
 def write_on_executors(frame: DataFrame, plan: TaskPlan) -> Written:

@@ -156,13 +156,13 @@ def _replay_stream(cfg, rng, sinks: list[str]) -> dict[str, Any]:
 
 def _load_until(cfg, rng) -> list[dict[str, Any]]:
     from jobs.common.errors import KappaError
-    from jobs.common.spark import build_spark
     from jobs.loader.load import run_load
     from jobs.loader.offsets import Until
+    from jobs.loader.scale import loader_spark
     from jobs.loader.tables import targets
 
     chosen = [t for t in targets(cfg) if t.topic == rng.topic]
-    spark = build_spark(cfg, app_name="kappa-airflow-replay-load")
+    spark = loader_spark(cfg, app_name="kappa-airflow-replay-load")
     results = [r.as_dict() for r in run_load(spark, cfg, chosen, Until("offsets", offsets={
         rng.topic: dict(rng.end)}), _say)]
     failed = [r for r in results if r["outcome"] in ("error", "conflict", "failed_quality")]
@@ -174,13 +174,13 @@ def _load_until(cfg, rng) -> list[dict[str, Any]]:
 def load_tables(tables: list[str] | None = None) -> list[dict[str, Any]]:
     """``kafka_to_delta``: ``kappa load`` (every enabled table up to the latest offsets)."""
     from jobs.common.errors import KappaError
-    from jobs.common.spark import build_spark
     from jobs.loader.load import run_load
     from jobs.loader.offsets import parse_until
+    from jobs.loader.scale import loader_spark
     from jobs.loader.tables import targets
 
     cfg = _config()
-    spark = build_spark(cfg, app_name="kappa-airflow-load")
+    spark = loader_spark(cfg, app_name="kappa-airflow-load")
     results = [r.as_dict() for r in run_load(spark, cfg, targets(cfg, tables), parse_until(None), _say)]
     failed = [r for r in results if r["outcome"] in ("error", "conflict", "failed_quality")]
     if failed:

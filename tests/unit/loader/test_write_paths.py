@@ -17,7 +17,7 @@ from jobs.common.errors import ConfigError
 from jobs.loader.chunks import chunk_report, combine, executor_unready
 from jobs.loader.offsets import PartitionRange, cap_ranges
 from jobs.loader.quality import judge, measure, split_rows
-from jobs.loader.scale import NULL_PARTITION, _write, choose_write_path
+from jobs.loader.scale import NULL_PARTITION, _write, choose_write_path, worker_conf
 from jobs.loader.suites import Rule, suite_rules
 from jobs.loader.tables import SPECS, LoadTarget
 
@@ -47,6 +47,16 @@ def test_write_path_choice(table, loader, master, records, path):
     assert chosen == path, why
     if table.startswith(("silver", "gold")):
         assert why == "merge table: delta-rs merges on the driver"
+
+
+@pytest.mark.parametrize(("write_path", "master", "daemon"), [
+    ("executors", "local[2]", True), ("auto", "yarn", True), ("auto", "local[2]", False),
+    ("driver", "yarn", False)])
+def test_gx_is_preloaded_in_the_worker_daemon_where_executors_are_likely(write_path, master, daemon):
+    cfg = _cfg(write_path=write_path)
+    cfg = cfg.model_copy(update={"spark": cfg.spark.model_copy(update={"master": master})})
+    expected = {"spark.python.daemon.module": "jobs.loader.daemon"} if daemon else {}
+    assert worker_conf(cfg) == expected
 
 
 def test_a_rule_that_needs_the_whole_batch_keeps_the_driver_path():

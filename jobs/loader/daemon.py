@@ -1,0 +1,20 @@
+"""The loader's Python worker daemon: pyspark's own, with Great Expectations imported once.
+
+Spark forks every Python worker of an executor from one daemon process (``pyspark.daemon``).
+The executor write path validates with Great Expectations inside its workers, and importing it
+costs about 9 s of CPU in each fresh worker; imported here, before the forks, every worker
+inherits it. Spark starts it as ``spark.python.daemon.module`` (jobs/loader/scale.py
+``loader_spark``).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+
+import great_expectations  # noqa: F401  (inherited by the forked workers)
+from pyspark import daemon
+
+if __name__ == "__main__":
+    daemon.manager()
