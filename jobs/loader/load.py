@@ -146,7 +146,7 @@ def _load_table(spark: SparkSession, cfg: KappaConfig, target: LoadTarget, *, un
         app_versions={spec.app_id(r.topic, r.partition): r.end for r in ranges},
         metadata={"kappa.run_id": run_id, "kappa.topic": target.topic, "kappa.write_path": result.write_path,
                   "kappa.offsets": json.dumps({str(r.partition): [r.start, r.end] for r in ranges})})
-    frame = read_frame(spark, cfg, target, ranges, executors=result.write_path == "executors")
+    frame = read_frame(spark, cfg, target, ranges)
     batch = _Batch(target, snapshot, commit, run_id, result)
     if result.write_path == "executors":
         _through_executors(cfg, batch, rules, frame)

@@ -99,20 +99,19 @@ def targets(cfg: KappaConfig, names: list[str] | None = None) -> list[LoadTarget
                        table_uri(cfg.lake.root, name)) for name in chosen]
 
 
-def read_frame(spark: SparkSession, cfg: KappaConfig, target: LoadTarget, ranges: list[PartitionRange],
-               *, executors: bool = False) -> DataFrame:
-    """The ranges read through the Kafka data source, transformed into the table's rows.
+def read_frame(spark: SparkSession, cfg: KappaConfig, target: LoadTarget,
+               ranges: list[PartitionRange]) -> DataFrame:
+    """The ranges read through the Kafka data source (a task per partition), as the table's rows.
 
-    For the executor path the read is split into Spark tasks of at most
-    ``loader.executor_chunk_rows`` records (``maxRecordsPerPartition``).
+    The read is not split further (``maxRecordsPerPartition``): the embedded broker answers
+    every fetch with the rest of the partition, so each split would read it again; executor
+    tasks bound their memory by validating and writing in chunks instead.
     """
     from jobs.common.kafka.adapter import read_kafka
 
     starting: dict[str, dict[int | str, int]] = {target.topic: {r.partition: r.start for r in ranges}}
     ending: dict[str, dict[int | str, int]] = {target.topic: {r.partition: r.end for r in ranges}}
     options = {"includeHeaders": "true"} if target.spec.headers else {}
-    if executors:
-        options["maxRecordsPerPartition"] = str(cfg.loader.executor_chunk_rows)
     frame = read_kafka(spark, cfg, topics=target.topic, starting=starting, ending=ending, options=options)
     return frame.transform(target.spec.rows())
 

@@ -145,6 +145,7 @@ def test_fail_policy_on_executors_commits_nothing_and_maintain_clears_the_orphan
     assert open_delta(table_uri(env.cfg.lake.root, QUARANTINE)) is None
 
 
+@pytest.mark.slow  # a second Spark process: 57-85 s on the shared 2-core machine
 def test_kappa_load_on_executors_with_the_preloading_worker_daemon(lake, kafka_props, run_kappa):
     env = lake({BRONZE: {}}, write_path="executors")
     produce_raw(kafka_props, env.topics[BRONZE], 7)
