@@ -104,7 +104,7 @@ class BatchProcessor:
         clock.lap("fence")
         output = df.mapInArrow(batch_task(self._plan(used, fence)), TASK_SCHEMA).toArrow()
         clock.lap("read_process_produce")
-        stats, increments = split_output(output.to_pylist())
+        stats, increments = split_output(output)
         clock.lap("merge")
         written: dict[str, int] = {}
         if KAFKA in self.sinks:

@@ -7,7 +7,6 @@ tests. Contracts in docs/streaming.md ("rsvps.analyzed", "rsvps.dlq", "What coun
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -164,19 +163,3 @@ def _row(kind: str, start: int, item: str, n: int, no: int = 0, guests: int = 0,
          label: str | None = None) -> dict[str, Any]:
     return {"kind": kind, "window_start": start, "item": item, "n": n, "no": no, "guests": guests,
             "label": label}
-
-
-def merge_increments(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Sum increment rows of several tasks by key (label: the greatest)."""
-    merged: dict[tuple[str, int, str], dict[str, Any]] = {}
-    for row in rows:
-        key = (row["kind"], row["window_start"], row["item"])
-        into = merged.get(key)
-        if into is None:
-            merged[key] = dict(row)
-            continue
-        for name in ("n", "no", "guests"):
-            into[name] += row[name]
-        if row["label"] is not None and (into["label"] is None or row["label"] > into["label"]):
-            into["label"] = row["label"]
-    return list(merged.values())

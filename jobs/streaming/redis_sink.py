@@ -140,9 +140,9 @@ class RedisSummarySink:
                 members[-1].append(item)
             elif kind == EVENT:
                 key = keys("event", item)
-                pipe.hincrby(key, "yes", row["n"])
-                pipe.hincrby(key, "no", row["no"])
-                pipe.hincrby(key, "guests", row["guests"])
+                for name, value in (("yes", row["n"]), ("no", row["no"]), ("guests", row["guests"])):
+                    if value:  # an absent field reads as 0 (read_back, kappa summaries event)
+                        pipe.hincrby(key, name, value)
                 if row["label"] is not None:
                     pipe.hset(key, "event_name", row["label"])
                 pipe.expire(key, event_ttl)

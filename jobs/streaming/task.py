@@ -26,7 +26,6 @@ from jobs.streaming.records import (
     analyzed_value,
     dead_letter_headers,
     dead_letter_value,
-    merge_increments,
 )
 from jobs.streaming.validate import Rules, parse
 
@@ -125,15 +124,26 @@ def _stats_row(key: tuple[str, int, bool], st: list[Any]) -> dict[str, Any]:
             "n": st[0], "no": 0, "guests": 0, "label": json.dumps(label)}
 
 
-def split_output(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Task output rows -> (per-partition stats summed across tasks, merged increments)."""
+def split_output(table: pa.Table) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Task output -> (per-partition stats summed across tasks, increments summed by key).
+
+    The increments are summed in Arrow (one hash aggregation in C++, not a Python loop over
+    every task's rows): ``n``, ``no`` and ``guests`` add up, ``label`` is the greatest.
+    """
+    import pyarrow.compute as pc
+
+    is_stats = pc.equal(table["kind"], STATS_KIND)
+    summed = (table.filter(pc.invert(is_stats))
+              .group_by(["kind", "window_start", "item"], use_threads=False)
+              .aggregate([("n", "sum"), ("no", "sum"), ("guests", "sum"), ("label", "max")])
+              .rename_columns(["kind", "window_start", "item", "n", "no", "guests", "label"]))
+    return _sum_stats(table.filter(is_stats)["label"].to_pylist()), summed.to_pylist()
+
+
+def _sum_stats(labels: list[str]) -> list[dict[str, Any]]:
     stats: dict[tuple[str, int, bool], dict[str, Any]] = {}
-    increments = []
-    for row in rows:
-        if row["kind"] != STATS_KIND:
-            increments.append(row)
-            continue
-        st = json.loads(row["label"])
+    for label in labels:
+        st = json.loads(label)
         key = (st["topic"], st["partition"], st["applicable"])
         into = stats.get(key)
         if into is None:
@@ -145,4 +155,4 @@ def split_output(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list
         into["max_offset"] = max(into["max_offset"], st["max_offset"])
         events = [v for v in (into["max_event_ms"], st["max_event_ms"]) if v is not None]
         into["max_event_ms"] = max(events) if events else None
-    return list(stats.values()), merge_increments(increments)
+    return list(stats.values())

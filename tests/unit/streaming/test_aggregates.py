@@ -6,12 +6,14 @@ same counting as a DataFrame transform.
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 from pyspark.sql import Row
 from pyspark.testing import assertDataFrameEqual
 
-from jobs.streaming.aggregates import INCREMENT_COLUMNS, Windows, summary_increments
-from jobs.streaming.records import Increments, merge_increments
+from jobs.streaming.aggregates import INCREMENT_COLUMNS, Windows, increment_arrow_schema, summary_increments
+from jobs.streaming.records import Increments
+from jobs.streaming.task import split_output
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z, a multiple of every window size below
 MINUTE = 60_000
@@ -89,7 +91,8 @@ def test_increments_merge_across_tasks() -> None:
         record = dict(zip(NAMES, values, strict=True))
         (first if index % 2 else second).add(record)
         whole.add(record)
-    merged = merge_increments([*first.rows(), *second.rows()])
+    _, merged = split_output(pa.Table.from_pylist([*first.rows(), *second.rows()],
+                                                   schema=increment_arrow_schema()))
     assert sorted(map(_key, merged)) == sorted(map(_key, whole.rows()))
     assert ("topic", 0, "Salsa", 3, 0, 0, None) in set(map(_key, merged))
 
