@@ -112,6 +112,13 @@ def run(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
             loops.append(_with_cpu(lambda: _loop(cfg, source, args.records)))
             jobs.append(_with_cpu(lambda: _replay(cfg, source, args.per_trigger)))
         load["after_throughput"] = _load()
+        if args.breakdown:
+            sys.path.insert(0, str(Path(__file__).resolve().parent))
+            from streaming_breakdown import breakdown
+
+            result["breakdown"] = breakdown(_job_cfg(cfg, source), source, args.records, args.per_trigger,
+                                            str(cfg.lake.checkpoint_root), _cpu_seconds)
+            load["after_breakdown"] = _load()
         loop_rate = median(x["rows_per_s"] for x in loops)
         sustained = median(x["sustained_rows_per_s"] for x in jobs)
         result["throughput"] = {
@@ -432,6 +439,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=30.0, help="measured seconds of the latency run")
     parser.add_argument("--settle", type=float, default=10.0, help="unmeasured seconds before those")
     parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="also time the Spark pass with parts switched off (streaming_breakdown.py)")
     parser.add_argument("--shuffle-partitions", type=int, help="override spark.shuffle_partitions")
     parser.add_argument("--bootstrap", help="an existing Kafka (default: embedded Kafka and Redis)")
     parser.add_argument("--redis-port", type=int, default=6379, help="with --bootstrap")
