@@ -87,7 +87,9 @@ def _launch(spec: dict[str, Any]) -> dict[str, Any]:
         return {"records": spec["records"], "path": spec["path"], "error": f"timeout {RUN_TIMEOUT_S}s"}
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode or not lines:
-        tail = [line for line in done.stderr.splitlines() if "Error" in line or "error" in line][-3:]
+        logged = done.stderr.splitlines()
+        tail = ([line for line in logged if "OutOfMemoryError" in line][:1]
+                or [line for line in logged if "Error" in line or "error" in line][-3:])
         return {"records": spec["records"], "path": spec["path"], "exit_code": done.returncode,
                 "wall_s": round(time.monotonic() - began, 1), "error": " | ".join(tail)[:600]}
     return json.loads(lines[-1])
