@@ -181,6 +181,20 @@ def _kafka_count(cfg, start: datetime, end: datetime) -> int:
     return count
 
 
+def _wait_for_scheduled_runs(api, appear_s: float = 90, finish_s: float = 600) -> None:
+    """Until the scheduled runs of ``replay`` (if one appears within ``appear_s``) have ended."""
+    began = time.monotonic()
+    while time.monotonic() - began < finish_s:
+        runs = api.get("/api/v2/dags/replay/dagRuns", params={"run_type": "scheduled"}).json()["dag_runs"]
+        if runs and all(run["state"] in ("success", "failed") for run in runs):
+            print("scheduled runs ended:", {run["dag_run_id"]: run["state"] for run in runs})
+            return
+        if not runs and time.monotonic() - began > appear_s:
+            return
+        time.sleep(5)
+    raise AssertionError(f"the scheduled run of replay did not end within {finish_s}s")
+
+
 def test_rest_backfill_of_replay_loads_exactly_the_kafka_range(api, stack, kappa_env):
     from deltalake import DeltaTable
 
@@ -189,11 +203,16 @@ def test_rest_backfill_of_replay_loads_exactly_the_kafka_range(api, stack, kappa
 
     cfg = load_config("test", environ={**kappa_env, **BACKFILL_ENV})  # what the tasks see
     _wait_for_dags(api)
-    end = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
-    start = end - timedelta(hours=2)
+    now_hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    # Unpausing makes the scheduler create the run of the latest interval (catchup=False),
+    # [now_hour - 1h, now_hour): the backfill stays clear of that logical date (Airflow 3.3's
+    # scheduler crashes on the UNIQUE(dag_id, logical_date) clash when a backfill run got there
+    # first) and starts only after that run ended (the replay guard refuses overlapping replays).
+    start = now_hour - timedelta(hours=3)
     _produce_in_hours(cfg, start, per_hour=150)
     assert api.patch("/api/v2/dags/replay", json={"is_paused": False}).status_code == 200
-    last_logical = end - timedelta(hours=1)  # a data interval's logical date is its start
+    _wait_for_scheduled_runs(api)
+    last_logical = start + timedelta(hours=1)  # a data interval's logical date is its start
     body = {"dag_id": "replay", "from_date": start.isoformat(), "to_date": last_logical.isoformat(),
             "max_active_runs": 1, "reprocess_behavior": "completed", "run_backwards": False}
     planned = api.post("/api/v2/backfills/dry_run", json=body).json()
