@@ -33,9 +33,7 @@ import platform
 import socket
 import sys
 import tempfile
-import threading
 import time
-import uuid
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -44,17 +42,21 @@ from statistics import median
 from typing import Any
 
 import psutil
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
-from jobs.collector.generator import FaultMix, RsvpGenerator
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the bench's sibling modules
+
+from streaming_support import (
+    PARTITIONS,
+    RssSampler,
+    cpu_seconds,
+    job_config,
+    load_avg,
+    new_topic,
+    produce,
+    with_cpu,
+)
+
 from jobs.common.config import KappaConfig, load_config
-from jobs.common.kafka.client import producer_config
-
-PARTITIONS = 3
-FAULTS = FaultMix(late=0.03, out_of_order=0.05, duplicates=0.03, malformed=0.01)
-TOPIC_NAMES = ("source_topic", "analyzed_topic", "summaries_topic", "dlq_topic", "metrics_topic",
-               "errors_topic")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,38 +89,37 @@ def _embedded_stack(cfg: KappaConfig, start: bool) -> Iterator[None]:
 
 def run(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
     """Produce, then measure the loop, the job (replay), the job's latency (live) and RSS."""
-    load: dict[str, Any] = {"start": _load()}
+    load: dict[str, Any] = {"start": load_avg()}
     props = cfg.kafka.client_config()
-    source = _topic(props, PARTITIONS)
-    produce_s = _produce(props, source, args.records, seed=1)
+    source = new_topic(props, PARTITIONS)
+    produce_s = produce(props, source, args.records, seed=1)
     result: dict[str, Any] = {
         "benchmark": "streaming", "records": args.records, "per_trigger": args.per_trigger,
         "partitions": PARTITIONS, "spark_master": cfg.spark.master,
         "shuffle_partitions": cfg.spark.shuffle_partitions,
         "broker": "embedded noida-db" if cfg.kafka.embedded else cfg.kafka.bootstrap_servers,
         "produce_s": round(produce_s, 2)}
-    rss = _RssSampler()
+    rss = RssSampler()
     rss.start()
     try:
         loops = []
         jobs = []
-        warm = _topic(props, PARTITIONS)
-        _produce(props, warm, args.warmup, seed=2)
+        warm = new_topic(props, PARTITIONS)
+        produce(props, warm, args.warmup, seed=2)
         began = time.monotonic()
         _replay(cfg, warm, args.per_trigger)  # untimed: JVM start, JIT, Python workers
         result["spark_start_and_warmup_s"] = round(time.monotonic() - began, 2)
-        load["after_warmup"] = _load()
+        load["after_warmup"] = load_avg()
         for _ in range(args.repeats):
-            loops.append(_with_cpu(lambda: _loop(cfg, source, args.records)))
-            jobs.append(_with_cpu(lambda: _replay(cfg, source, args.per_trigger)))
-        load["after_throughput"] = _load()
+            loops.append(with_cpu(lambda: _loop(cfg, source, args.records)))
+            jobs.append(with_cpu(lambda: _replay(cfg, source, args.per_trigger)))
+        load["after_throughput"] = load_avg()
         if args.breakdown:
-            sys.path.insert(0, str(Path(__file__).resolve().parent))
             from streaming_breakdown import breakdown
 
-            result["breakdown"] = breakdown(_job_cfg(cfg, source), source, args.records, args.per_trigger,
-                                            str(cfg.lake.checkpoint_root), _cpu_seconds)
-            load["after_breakdown"] = _load()
+            result["breakdown"] = breakdown(job_config(cfg, source), source, args.records, args.per_trigger,
+                                            str(cfg.lake.checkpoint_root), cpu_seconds)
+            load["after_breakdown"] = load_avg()
         loop_rate = median(x["rows_per_s"] for x in loops)
         sustained = median(x["sustained_rows_per_s"] for x in jobs)
         result["throughput"] = {
@@ -129,8 +130,10 @@ def run(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
             "job_cpu_us_per_event": median(x["cpu_us_per_event"] for x in jobs),
             "loop_runs": loops, "job_runs": jobs}
         if not args.skip_latency:
-            result["latency"] = _latency(cfg, args)
-            load["after_latency"] = _load()
+            from streaming_latency import latency
+
+            result["latency"] = latency(cfg, args)
+            load["after_latency"] = load_avg()
     finally:
         rss.stop()
     result["rss_mb"] = rss.peaks()
@@ -143,20 +146,11 @@ def run(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
 
 # --- the job ---------------------------------------------------------------------------------
 
-def _job_cfg(cfg: KappaConfig, source: str, **streaming: Any) -> KappaConfig:
-    props = cfg.kafka.client_config()
-    name = uuid.uuid4().hex[:8]
-    topics = {n: source if n == "source_topic" else _topic(props, 1 if n in (
-        "dlq_topic", "metrics_topic", "errors_topic") else PARTITIONS) for n in TOPIC_NAMES}
-    update = {**topics, "query_name": f"bench-{name}", "redis_prefix": f"bench{name}", **streaming}
-    return cfg.model_copy(update={"streaming": cfg.streaming.model_copy(update=update)})
-
-
 def _replay(cfg: KappaConfig, source: str, per_trigger: int) -> dict[str, Any]:
     from jobs.streaming.job import RunSpec, run_stream
     from jobs.streaming.redis_sink import connect
 
-    job_cfg = _job_cfg(cfg, source)
+    job_cfg = job_config(cfg, source)
     spec = RunSpec(mode="replay", starting="earliest", ending="latest",
                    max_offsets_per_trigger=per_trigger, fresh=True)
     began = time.monotonic()
@@ -183,231 +177,17 @@ def _replay(cfg: KappaConfig, source: str, per_trigger: int) -> dict[str, Any]:
             "written": report.written, "load_avg_1m": round(os.getloadavg()[0], 2)}
 
 
-def _latency(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
-    """Live job, paced producer, fence poller: produce-to-visible-in-Redis per event."""
-    from jobs.streaming.job import RunSpec, run_stream
-    from jobs.streaming.redis_sink import connect
-
-    props = cfg.kafka.client_config()
-    source = _topic(props, PARTITIONS)
-    job_cfg = _job_cfg(cfg, source, trigger_s=1.0)
-    stop = threading.Event()
-    errors: list[BaseException] = []
-
-    def job() -> None:
-        try:
-            run_stream(job_cfg, RunSpec(mode="live", starting="latest"), progress=lambda m: None,
-                       stop=stop)
-        except BaseException as exc:  # reported in the result
-            errors.append(exc)
-
-    runner = threading.Thread(target=job, daemon=True)
-    runner.start()
-    client = connect(job_cfg)
-    fence_key = f"{job_cfg.streaming.redis_prefix}:fence:summaries"
-    deadline = time.monotonic() + 300
-    while client.hget(fence_key, "batch_id") is None and time.monotonic() < deadline:
-        _produce(props, source, 30, seed=3)  # until the query has applied a batch
-        time.sleep(1)
-    samples: list[tuple[float, dict[int, int]]] = []
-    polling = threading.Event()
-
-    def poll() -> None:
-        while not polling.is_set():
-            raw = client.hgetall(fence_key)
-            now = time.time()
-            samples.append((now, {int(k.rsplit(":", 1)[1]): int(v) for k, v in raw.items()
-                                  if k.startswith(f"{source}:")}))
-            time.sleep(0.01)
-
-    poller = threading.Thread(target=poll, daemon=True)
-    poller.start()
-    sent = _paced(props, source, args.rate, args.settle + args.seconds)
-    time.sleep(5)
-    deadline = time.monotonic() + 60
-    last = {p: max((o for q, o, _ in sent if q == p), default=-1) for p in range(PARTITIONS)}
-    while time.monotonic() < deadline and any(
-            (samples[-1][1].get(p, 0) if samples else 0) <= o for p, o in last.items() if o >= 0):
-        time.sleep(0.2)
-    polling.set()
-    poller.join()
-    stop.set()
-    runner.join(120)
-    client.close()
-    if not sent:
-        return {"error": "no event was acknowledged by the broker", "job_error":
-                repr(errors[0])[:500] if errors else None}
-    first = min(t for _, _, t in sent) + args.settle
-    measured = [(p, o, t) for p, o, t in sent if t >= first]
-    latencies = _visible(measured, samples)
-    latencies.sort()
-
-    def pick(q: float) -> int | None:
-        return (round(latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000)
-                if latencies else None)
-
-    return {"rate_per_s": args.rate, "seconds": args.seconds, "settle_s": args.settle,
-            "trigger_s": 1.0, "events": len(measured), "seen": len(latencies),
-            "p50_ms": pick(0.50), "p90_ms": pick(0.90), "p99_ms": pick(0.99),
-            "max_ms": round(latencies[-1] * 1000) if latencies else None,
-            "job_error": repr(errors[0])[:500] if errors else None}
-
-
-def _visible(events: list[tuple[int, int, float]], samples: list[tuple[float, dict[int, int]]]
-             ) -> list[float]:
-    """Per event: the first sample time whose fence of its partition is past its offset, minus t."""
-    out: list[float] = []
-    for partition in range(PARTITIONS):
-        mine = sorted((o, t) for p, o, t in events if p == partition)
-        index = 0
-        for when, fence in samples:
-            while index < len(mine) and mine[index][0] < fence.get(partition, 0):
-                out.append(when - mine[index][1])
-                index += 1
-    return out
-
-
-def _paced(props: dict[str, str], topic: str, rate: float, seconds: float
-           ) -> list[tuple[int, int, float]]:
-    """Produce generated RSVPs at ``rate``/s; return (partition, offset, produce time) each."""
-    # every delivery reported: the sink's config reports only failures, which left this empty
-    producer = Producer({**producer_config(props), "delivery.report.only.error": False})
-    sent: list[tuple[int, int, float]] = []
-    lines = (g.line for g in RsvpGenerator(seed=4, faults=FAULTS,
-                                           start_ms=int(time.time() * 1000)).generate())
-    began = time.time()
-    index = 0
-    while True:
-        now = time.time()
-        if now - began >= seconds:
-            break
-        due = int((now - began) * rate)
-        while index < due:
-            producer.produce(topic, next(lines), str(index).encode(), index % PARTITIONS,
-                             on_delivery=_delivered(sent, time.time()))
-            index += 1
-        producer.poll(0)
-        time.sleep(0.005)
-    producer.flush(30)
-    return sent
-
-
-def _delivered(sent: list[tuple[int, int, float]], stamp: float):
-    def report(err, msg) -> None:
-        if err is None:
-            sent.append((msg.partition(), msg.offset(), stamp))
-    return report
-
-
 # --- the hand-written loop (bench/streaming_loop.py) -----------------------------------------
 
 def _loop(cfg: KappaConfig, source: str, records: int) -> dict[str, Any]:
     """Consume, validate, produce the analyzed/DLQ records, count: the job's work in one process."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from streaming_loop import run_loop
 
     props = cfg.kafka.client_config()
-    return run_loop(cfg, source, PARTITIONS, records, _topic(props, PARTITIONS), _topic(props, 1))
-
-
-def _cpu_seconds() -> float:
-    """CPU seconds (user + system) of this process and every descendant, reaped ones included."""
-    me = psutil.Process()
-    total = 0.0
-    for proc in [me, *me.children(recursive=True)]:
-        try:
-            t = proc.cpu_times()
-        except psutil.Error:
-            continue
-        total += t.user + t.system + t.children_user + t.children_system
-    return total
-
-
-def _with_cpu(run: Any) -> dict[str, Any]:
-    """``run()``'s result plus the CPU it (and the broker, a descendant) used per event."""
-    before = _cpu_seconds()
-    result = run()
-    cpu = _cpu_seconds() - before
-    result |= {"cpu_s": round(cpu, 1), "cpu_us_per_event": round(cpu / result["records"] * 1e6, 1)}
-    return result
+    return run_loop(cfg, source, PARTITIONS, records, new_topic(props, PARTITIONS), new_topic(props, 1))
 
 
 # --- plumbing --------------------------------------------------------------------------------
-
-class _RssSampler:
-    """Peak RSS of the driver JVM + its descendants, and of this process, sampled every 0.2 s."""
-
-    def __init__(self) -> None:
-        self.me = psutil.Process()
-        self.peak = {"jvm_and_python_workers": 0, "driver_python_and_bench": 0, "total": 0}
-        self.workers_peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self) -> None:
-        """Begin sampling."""
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop sampling."""
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                tree = 0
-                for child in self.me.children():
-                    if child.name() != "java":
-                        continue
-                    tree += child.memory_info().rss
-                    for sub in child.children(recursive=True):
-                        try:
-                            tree += sub.memory_info().rss
-                        except psutil.NoSuchProcess:
-                            pass
-                mine = self.me.memory_info().rss
-                for name, value in (("jvm_and_python_workers", tree), ("driver_python_and_bench", mine),
-                                    ("total", tree + mine)):
-                    self.peak[name] = max(self.peak[name], value)
-            except psutil.Error:
-                pass
-            time.sleep(0.2)
-
-    def peaks(self) -> dict[str, int]:
-        """Peak MiB per group."""
-        return {name: round(value / 2**20) for name, value in self.peak.items()}
-
-
-def _produce(props: dict[str, str], topic: str, records: int, seed: int, start: int | None = None
-             ) -> float:
-    start_ms = start if start is not None else int(time.time() * 1000) - records * 20
-    producer = Producer({**props, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
-                         "queue.buffering.max.messages": 1_000_000})
-    generated = RsvpGenerator(seed=seed, faults=FAULTS, start_ms=start_ms).generate(records)
-    began = time.monotonic()
-    for index, item in enumerate(generated):
-        while True:
-            try:
-                producer.produce(topic, item.line, str(index).encode(), index % PARTITIONS)
-                break
-            except BufferError:
-                producer.poll(0.05)
-    if producer.flush(300):
-        raise RuntimeError("could not flush the input in 300 s")
-    return time.monotonic() - began
-
-
-def _topic(props: dict[str, str], partitions: int) -> str:
-    name = f"bench.{uuid.uuid4().hex[:10]}"
-    admin = AdminClient(props)  # kept alive until the topic exists
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
-    return name
-
-
-def _load() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
-
 
 def _config(args: argparse.Namespace, folder: Path) -> KappaConfig:
     def free_port() -> int:

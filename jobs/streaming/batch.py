@@ -111,7 +111,7 @@ class BatchProcessor:
             written |= {"analyzed": sum(st["valid_rows"] for st in stats),
                         "dlq": sum(st["dlq_rows"] for st in stats)}
         if self.redis is not None:
-            written["summaries"] = self._apply_redis(increments, used, fence, stats=stats,
+            written["summaries"] = self._apply_redis(increments, fence, stats=stats,
                                                    batch_id=batch_id, clock=clock)
         batch_max = max((s["max_event_ms"] for s in stats if s["max_event_ms"] is not None), default=None)
         max_after = max((v for v in (used.max_event_ms, batch_max) if v is not None), default=None)
@@ -120,7 +120,6 @@ class BatchProcessor:
         metrics["phases_ms"] = clock.laps
         self._publish_metrics(metrics)
         self.watermarks.record(batch_id, used, max_after)
-        clock.lap("publish")
         self.totals.add(metrics, written)
         logger.info("batch query=%s batch_id=%d rows=%d valid=%d dlq=%d late=%d applied=%d elapsed_s=%.2f",
                     self.query, batch_id, metrics["input_rows"], metrics["valid_rows"],
@@ -134,8 +133,8 @@ class BatchProcessor:
                         dlq_topic=s.dlq_topic if produces else None,
                         kafka=self.cfg.kafka.client_config(), count=self.redis is not None)
 
-    def _apply_redis(self, increments: list[dict[str, Any]], used: BatchWatermark,
-                     fence: dict[Partition, int], *, stats: list[dict[str, Any]], batch_id: int,
+    def _apply_redis(self, increments: list[dict[str, Any]], fence: dict[Partition, int], *,
+                     stats: list[dict[str, Any]], batch_id: int,
                      clock: _Clock) -> int:
         assert self.redis is not None
         s = self.cfg.streaming

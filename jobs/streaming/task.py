@@ -80,15 +80,19 @@ def batch_task(plan: TaskPlan) -> Callable[[Iterator[pa.RecordBatch]], Iterator[
     return run
 
 
+def kafka_millis(batch: pa.RecordBatch) -> list[int | None]:
+    """The Kafka timestamps of a source batch in epoch milliseconds (None where absent)."""
+    return [us // 1000 if us is not None else None
+            for us in batch.column("timestamp").cast(pa.int64()).to_pylist()]
+
+
 def _one_batch(batch: pa.RecordBatch, plan: TaskPlan, producer: TaskProducer | None,
                increments: Increments | None, stats: dict[tuple[str, int, bool], list[Any]]) -> None:
     rules, watermark, fence = plan.rules, plan.watermark_ms, plan.fence
-    micros = batch.column("timestamp").cast(pa.int64()).to_pylist()
     columns = zip(batch.column("key").to_pylist(), batch.column("value").to_pylist(),
                   batch.column("topic").to_pylist(), batch.column("partition").to_pylist(),
-                  batch.column("offset").to_pylist(), micros, strict=True)
-    for key, value, topic, partition, offset, us in columns:
-        kafka_ms = us // 1000 if us is not None else None
+                  batch.column("offset").to_pylist(), kafka_millis(batch), strict=True)
+    for key, value, topic, partition, offset, kafka_ms in columns:
         applicable = offset >= fence.get((topic, partition), 0)
         st = stats.get((topic, partition, applicable))
         if st is None:

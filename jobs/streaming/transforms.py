@@ -20,6 +20,7 @@ from pyspark.sql import types as T
 
 from jobs.common import rsvp_schema as schema
 from jobs.streaming.records import ANALYZED_SCHEMA_VERSION, MAX_DLQ_VALUE_BYTES
+from jobs.streaming.task import kafka_millis
 from jobs.streaming.validate import Rules
 
 __all__ = ["ANALYZED_SCHEMA", "ANALYZED_SCHEMA_VERSION", "MAX_DLQ_VALUE_BYTES", "Rules", "analyzed",
@@ -43,11 +44,6 @@ DEFAULT_RULES = Rules()
 DLQ_SCHEMA = f"{SINK_SCHEMA}, headers array<struct<key:string,value:binary>>"
 
 
-def _millis(batch: pa.RecordBatch) -> list[int | None]:
-    return [us // 1000 if us is not None else None
-            for us in batch.column("timestamp").cast(pa.int64()).to_pylist()]
-
-
 def _parse_batches(rules: Rules, out_schema: T.StructType) -> ArrowFunction:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import msgspec
@@ -58,7 +54,7 @@ def _parse_batches(rules: Rules, out_schema: T.StructType) -> ArrowFunction:
         rsvp_type = to_arrow_type(out_schema["rsvp"].dataType)
         for batch in batches:
             parsed = [parse(value, ms, rules) for value, ms in
-                      zip(batch.column("value").to_pylist(), _millis(batch), strict=True)]
+                      zip(batch.column("value").to_pylist(), kafka_millis(batch), strict=True)]
             rsvps = [msgspec.to_builtins(r) if r is not None else None for r, _ in parsed]
             yield pa.RecordBatch.from_arrays(
                 [*batch.columns, pa.array(rsvps, type=rsvp_type),
@@ -104,7 +100,7 @@ def _analyze_batches(watermark_ms: int | None) -> ArrowFunction:
         for batch in batches:
             rows = zip(batch.column("rsvp").to_pylist(), batch.column("topic").to_pylist(),
                        batch.column("partition").to_pylist(), batch.column("offset").to_pylist(),
-                       _millis(batch), strict=True)
+                       kafka_millis(batch), strict=True)
             records = [analyze(msgspec.convert(rsvp, Rsvp), topic, partition, offset, ms,
                                watermark_ms=watermark_ms)
                        for rsvp, topic, partition, offset, ms in rows]

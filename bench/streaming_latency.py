@@ -1,0 +1,131 @@
+"""Event -> Redis latency of the live job (bench/streaming.py ``latency``)."""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+from typing import Any
+
+from confluent_kafka import Producer
+from streaming_support import FAULTS, PARTITIONS, job_config, new_topic, produce
+
+from jobs.collector.generator import RsvpGenerator
+from jobs.common.config import KappaConfig
+from jobs.common.kafka.client import producer_config
+
+
+def latency(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
+    """Live job, paced producer, fence poller: produce-to-visible-in-Redis per event."""
+    from jobs.streaming.job import RunSpec, run_stream
+    from jobs.streaming.redis_sink import connect
+
+    props = cfg.kafka.client_config()
+    source = new_topic(props, PARTITIONS)
+    job_cfg = job_config(cfg, source, trigger_s=1.0)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def job() -> None:
+        try:
+            run_stream(job_cfg, RunSpec(mode="live", starting="latest"), progress=lambda m: None,
+                       stop=stop)
+        except BaseException as exc:  # reported in the result
+            errors.append(exc)
+
+    runner = threading.Thread(target=job, daemon=True)
+    runner.start()
+    client = connect(job_cfg)
+    fence_key = f"{job_cfg.streaming.redis_prefix}:fence:summaries"
+    deadline = time.monotonic() + 300
+    while client.hget(fence_key, "batch_id") is None and time.monotonic() < deadline:
+        produce(props, source, 30, seed=3)  # until the query has applied a batch
+        time.sleep(1)
+    samples: list[tuple[float, dict[int, int]]] = []
+    polling = threading.Event()
+
+    def poll() -> None:
+        while not polling.is_set():
+            raw = client.hgetall(fence_key)
+            now = time.time()
+            samples.append((now, {int(k.rsplit(":", 1)[1]): int(v) for k, v in raw.items()
+                                  if k.startswith(f"{source}:")}))
+            time.sleep(0.01)
+
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    sent = _paced(props, source, args.rate, args.settle + args.seconds)
+    time.sleep(5)
+    deadline = time.monotonic() + 60
+    last = {p: max((o for q, o, _ in sent if q == p), default=-1) for p in range(PARTITIONS)}
+    while time.monotonic() < deadline and any(
+            (samples[-1][1].get(p, 0) if samples else 0) <= o for p, o in last.items() if o >= 0):
+        time.sleep(0.2)
+    polling.set()
+    poller.join()
+    stop.set()
+    runner.join(120)
+    client.close()
+    if not sent:
+        return {"error": "no event was acknowledged by the broker", "job_error":
+                repr(errors[0])[:500] if errors else None}
+    first = min(t for _, _, t in sent) + args.settle
+    measured = [(p, o, t) for p, o, t in sent if t >= first]
+    latencies = _visible(measured, samples)
+    latencies.sort()
+
+    def pick(q: float) -> int | None:
+        return (round(latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000)
+                if latencies else None)
+
+    return {"rate_per_s": args.rate, "seconds": args.seconds, "settle_s": args.settle,
+            "trigger_s": 1.0, "events": len(measured), "seen": len(latencies),
+            "p50_ms": pick(0.50), "p90_ms": pick(0.90), "p99_ms": pick(0.99),
+            "max_ms": round(latencies[-1] * 1000) if latencies else None,
+            "job_error": repr(errors[0])[:500] if errors else None}
+
+
+def _visible(events: list[tuple[int, int, float]], samples: list[tuple[float, dict[int, int]]]
+             ) -> list[float]:
+    """Per event: the first sample time whose fence of its partition is past its offset, minus t."""
+    out: list[float] = []
+    for partition in range(PARTITIONS):
+        mine = sorted((o, t) for p, o, t in events if p == partition)
+        index = 0
+        for when, fence in samples:
+            while index < len(mine) and mine[index][0] < fence.get(partition, 0):
+                out.append(when - mine[index][1])
+                index += 1
+    return out
+
+
+def _paced(props: dict[str, str], topic: str, rate: float, seconds: float
+           ) -> list[tuple[int, int, float]]:
+    """Produce generated RSVPs at ``rate``/s; return (partition, offset, produce time) each."""
+    # every delivery reported: the sink's config reports only failures, which left this empty
+    producer = Producer({**producer_config(props), "delivery.report.only.error": False})
+    sent: list[tuple[int, int, float]] = []
+    lines = (g.line for g in RsvpGenerator(seed=4, faults=FAULTS,
+                                           start_ms=int(time.time() * 1000)).generate())
+    began = time.time()
+    index = 0
+    while True:
+        now = time.time()
+        if now - began >= seconds:
+            break
+        due = int((now - began) * rate)
+        while index < due:
+            producer.produce(topic, next(lines), str(index).encode(), index % PARTITIONS,
+                             on_delivery=_delivered(sent, time.time()))
+            index += 1
+        producer.poll(0)
+        time.sleep(0.005)
+    producer.flush(30)
+    return sent
+
+
+def _delivered(sent: list[tuple[int, int, float]], stamp: float):
+    def report(err, msg) -> None:
+        if err is None:
+            sent.append((msg.partition(), msg.offset(), stamp))
+    return report

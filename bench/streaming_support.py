@@ -1,0 +1,127 @@
+"""Plumbing of bench/streaming.py: topics, input, the job's config, CPU and RSS sampling."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from typing import Any
+
+import psutil
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from jobs.collector.generator import FaultMix, RsvpGenerator
+from jobs.common.config import KappaConfig
+
+PARTITIONS = 3
+FAULTS = FaultMix(late=0.03, out_of_order=0.05, duplicates=0.03, malformed=0.01)
+TOPIC_NAMES = ("source_topic", "analyzed_topic", "summaries_topic", "dlq_topic", "metrics_topic",
+               "errors_topic")
+
+
+def job_config(cfg: KappaConfig, source: str, **streaming: Any) -> KappaConfig:
+    props = cfg.kafka.client_config()
+    name = uuid.uuid4().hex[:8]
+    topics = {n: source if n == "source_topic" else new_topic(props, 1 if n in (
+        "dlq_topic", "metrics_topic", "errors_topic") else PARTITIONS) for n in TOPIC_NAMES}
+    update = {**topics, "query_name": f"bench-{name}", "redis_prefix": f"bench{name}", **streaming}
+    return cfg.model_copy(update={"streaming": cfg.streaming.model_copy(update=update)})
+
+
+def cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process and every descendant, reaped ones included."""
+    me = psutil.Process()
+    total = 0.0
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            t = proc.cpu_times()
+        except psutil.Error:
+            continue
+        total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+def with_cpu(run: Any) -> dict[str, Any]:
+    """``run()``'s result plus the CPU it (and the broker, a descendant) used per event."""
+    before = cpu_seconds()
+    result = run()
+    cpu = cpu_seconds() - before
+    result |= {"cpu_s": round(cpu, 1), "cpu_us_per_event": round(cpu / result["records"] * 1e6, 1)}
+    return result
+
+
+class RssSampler:
+    """Peak RSS of the driver JVM + its descendants, and of this process, sampled every 0.2 s."""
+
+    def __init__(self) -> None:
+        self.me = psutil.Process()
+        self.peak = {"jvm_and_python_workers": 0, "driver_python_and_bench": 0, "total": 0}
+        self.workers_peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        """Begin sampling."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop sampling."""
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                tree = 0
+                for child in self.me.children():
+                    if child.name() != "java":
+                        continue
+                    tree += child.memory_info().rss
+                    for sub in child.children(recursive=True):
+                        try:
+                            tree += sub.memory_info().rss
+                        except psutil.NoSuchProcess:
+                            pass
+                mine = self.me.memory_info().rss
+                for name, value in (("jvm_and_python_workers", tree), ("driver_python_and_bench", mine),
+                                    ("total", tree + mine)):
+                    self.peak[name] = max(self.peak[name], value)
+            except psutil.Error:
+                pass
+            time.sleep(0.2)
+
+    def peaks(self) -> dict[str, int]:
+        """Peak MiB per group."""
+        return {name: round(value / 2**20) for name, value in self.peak.items()}
+
+
+def produce(props: dict[str, str], topic: str, records: int, seed: int, start: int | None = None
+             ) -> float:
+    start_ms = start if start is not None else int(time.time() * 1000) - records * 20
+    producer = Producer({**props, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+                         "queue.buffering.max.messages": 1_000_000})
+    generated = RsvpGenerator(seed=seed, faults=FAULTS, start_ms=start_ms).generate(records)
+    began = time.monotonic()
+    for index, item in enumerate(generated):
+        while True:
+            try:
+                producer.produce(topic, item.line, str(index).encode(), index % PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    if producer.flush(300):
+        raise RuntimeError("could not flush the input in 300 s")
+    return time.monotonic() - began
+
+
+def new_topic(props: dict[str, str], partitions: int) -> str:
+    name = f"bench.{uuid.uuid4().hex[:10]}"
+    admin = AdminClient(props)  # kept alive until the topic exists
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+    return name
+
+
+def load_avg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
