@@ -32,6 +32,8 @@ KAFKA_PREFIX = "kafka."
 DEFAULT_POLL_TIMEOUT_MS = 120_000
 DEFAULT_CONSUMER_CACHE_CAPACITY = 16
 DEFAULT_CONSUMER_CACHE_TIMEOUT_MS = 300_000
+DEFAULT_FETCH_SPILL_MAX_BYTES = 1024 * 2**20
+DEFAULT_FETCH_SPILL_TTL_MS = 120_000
 STRATEGIES = ("subscribe", "subscribepattern", "assign")
 SOURCE_OPTIONS = {
     "subscribe", "subscribepattern", "assign", "startingoffsets", "startingtimestamp",
@@ -40,7 +42,7 @@ SOURCE_OPTIONS = {
     "maxoffsetspertrigger", "minpartitions", "maxrecordsperpartition", "groupidprefix",
     "kafkaconsumer.polltimeoutms", "fetchoffset.numretries", "fetchoffset.retryintervalms",
     "commitoffsetstogroup", "datalosslogdir", "initialoffsetsfile", "consumercache.capacity",
-    "consumercache.timeoutms",
+    "consumercache.timeoutms", "fetchspill.maxbytes", "fetchspill.ttlms", "fetchspill.dir",
 }
 UNSUPPORTED_SOURCE_OPTIONS = {
     "minoffsetspertrigger": "Spark 4.2 Python sources cannot combine a minimum with "
@@ -88,6 +90,9 @@ class SourceOptions:
     initial_offsets_file: str | None = None
     consumer_cache_capacity: int = DEFAULT_CONSUMER_CACHE_CAPACITY
     consumer_cache_timeout_ms: int = DEFAULT_CONSUMER_CACHE_TIMEOUT_MS
+    fetch_spill_max_bytes: int = DEFAULT_FETCH_SPILL_MAX_BYTES
+    fetch_spill_ttl_ms: int = DEFAULT_FETCH_SPILL_TTL_MS
+    fetch_spill_dir: str | None = None
 
     def describe(self) -> str:
         """What the source reads, for log lines and error messages."""
@@ -147,6 +152,11 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         consumer_cache_timeout_ms=_positive(opts, "consumercache.timeoutms",
                                             "consumerCache.timeoutMs")
         or DEFAULT_CONSUMER_CACHE_TIMEOUT_MS,
+        fetch_spill_max_bytes=_count(opts, "fetchspill.maxbytes", "fetchSpill.maxBytes",
+                                     DEFAULT_FETCH_SPILL_MAX_BYTES),
+        fetch_spill_ttl_ms=_positive(opts, "fetchspill.ttlms", "fetchSpill.ttlMs")
+        or DEFAULT_FETCH_SPILL_TTL_MS,
+        fetch_spill_dir=_non_empty(opts, "fetchspill.dir", "fetchSpill.dir"),
     )
 
 

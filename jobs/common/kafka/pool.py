@@ -6,13 +6,17 @@ Spark reuses Python workers between tasks (``spark.python.worker.reuse``, true b
 module-level pool outlives the task that filled it. A consumer is leased by one task at a time;
 the lease says how the task must position it for its range:
 
-- ``reuse``: the consumer stopped exactly where the new range starts; its prefetched records
-  (and the records it already handed out past the last range's end, kept in ``pending``) are valid.
+- ``reuse``: the consumer stopped exactly where the new range starts; the records it already
+  handed out past the last range's end (kept in ``pending``) are valid and served first.
 - ``skip``: the range starts a little ahead (at most ``skip_max`` offsets, e.g. because the
-  partition's previous batch ran in another worker); the reader drops records below the start
-  from the prefetched ones instead of discarding the whole prefetch with a seek.
-- ``seek``: anywhere else (behind, or far ahead): seek, which drops everything prefetched.
+  partition's previous batch ran in another worker).
+- ``seek``: anywhere else (behind, or far ahead).
 - ``assign``: a new consumer, or one whose state is unknown after an error.
+
+A pooled consumer is paused while idle and librdkafka drops what it prefetched then, so the
+reader seeks every reused consumer to where it must continue (jobs/common/kafka/consumer.py); the
+placement decides which consumer to lease and what ``pending`` is worth. Records fetched past a
+streaming range are kept for other workers by the fetch spill (jobs/common/kafka/spill.py).
 
 Consumers are closed when a task fails or stops early (the lease is not returned as reusable),
 when idle longer than ``idle_timeout_s``, beyond ``capacity`` idle consumers (least recently

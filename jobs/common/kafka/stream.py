@@ -127,7 +127,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Read one range on an executor."""
         assert isinstance(partition, OffsetRange)
-        return read_range(partition, self._options)
+        return read_range(partition, self._options, spill=True)
 
     def commit(self, end: dict) -> None:
         """Spark committed every batch up to ``end``: mirror it to commitOffsetsToGroup."""

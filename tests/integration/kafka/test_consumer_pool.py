@@ -56,7 +56,9 @@ def test_micro_batches_reuse_pooled_consumers_and_read_every_record_once(
         spark, cfg, topic_factory, produce, checkpoint, run_available_now):
     topic = topic_factory()
     records = produce(topic, 240)
-    df = read_kafka(spark, cfg, topics=topic, stream=True, options={"maxOffsetsPerTrigger": 30})
+    # The fetch spill (next test) would serve most ranges without a lease: off, to see the pool.
+    df = read_kafka(spark, cfg, topics=topic, stream=True,
+                    options={"maxOffsetsPerTrigger": 30, "fetchSpill.maxBytes": 0})
     run = run_available_now(df, checkpoint)
     assert run.rows == expected(records)
     batches = [p for p in run.progress if p["numInputRows"]]
@@ -67,6 +69,25 @@ def test_micro_batches_reuse_pooled_consumers_and_read_every_record_once(
     assert leases <= 3 * len(batches), stats
     assert stats["reuse"] + stats["skip"] >= len(batches), stats
     assert stats["assign"] == stats["created"] <= 3 * STATS_TASKS, stats
+
+
+def test_the_fetch_spill_serves_later_micro_batches_in_any_worker(
+        spark, cfg, topic_factory, produce, checkpoint, run_available_now, tmp_path):
+    topic = topic_factory()
+    records = produce(topic, 240)
+    spill = tmp_path / "spill"
+    df = read_kafka(spark, cfg, topics=topic, stream=True,
+                    options={"maxOffsetsPerTrigger": 30, "fetchSpill.dir": str(spill)})
+    run = run_available_now(df, checkpoint)
+    assert run.rows == expected(records)
+    batches = [p for p in run.progress if p["numInputRows"]]
+    assert len(batches) >= 8 and sum(p["numInputRows"] for p in batches) == 240
+    stats = pool_stats(spark, topic)
+    leases = stats["reuse"] + stats["skip"] + stats["seek"] + stats["assign"]
+    # The embedded broker answers the first fetch of each partition with all of it: the rest
+    # of every partition is spilled then, and the later ranges never lease a consumer.
+    assert stats["closed_error"] == 0 and leases < len(batches), (stats, len(batches))
+    assert not list(spill.glob("*.arrow")), "every spill file is removed once read to its end"
 
 
 def test_a_pooled_consumer_seeks_back_for_a_replay_of_earlier_offsets(

@@ -134,3 +134,16 @@ def test_consumer_cache_options():
                           ("consumerCache.timeoutMs", "0")):
         with pytest.raises(KafkaSourceError, match=option):
             parse_source_options({**BASE, option: value}, streaming=True)
+
+
+def test_fetch_spill_options():
+    defaults = parse()
+    assert (defaults.fetch_spill_max_bytes, defaults.fetch_spill_ttl_ms, defaults.fetch_spill_dir) == (
+        1024 * 2**20, 120_000, None)
+    tuned = parse_source_options({**BASE, "fetchSpill.maxBytes": "0", "fetchSpill.ttlMs": "1000",
+                                  "fetchSpill.dir": "/data/spill"}, streaming=True)
+    assert (tuned.fetch_spill_max_bytes, tuned.fetch_spill_ttl_ms, tuned.fetch_spill_dir) == (
+        0, 1000, "/data/spill")
+    for option, value in (("fetchSpill.maxBytes", "-1"), ("fetchSpill.ttlMs", "0"), ("fetchSpill.dir", " ")):
+        with pytest.raises(KafkaSourceError, match=option):
+            parse_source_options({**BASE, option: value}, streaming=True)

@@ -1,0 +1,160 @@
+"""Executor-side spill of records a streaming read fetched past its range (the fetch spill).
+
+A broker may answer a fetch with far more than the range needs: the embedded one returns the rest
+of the partition on every fetch, and a real one up to ``fetch.max.bytes``. The consumer pool keeps
+such records for the next micro-batch only in the Python worker that fetched them, but Spark
+hands the partition's next task to whichever Python worker is idle, so the next range usually
+lands in another worker and fetches it all again. The spill makes the surplus visible to every
+worker of the executor: at the end of a clean range read, the records fetched past its end are
+written as one Arrow IPC file per (client properties, topic, partition, offset span) to a local
+folder, and the next read of that partition, in any worker, serves its range from the file
+(memory-mapped, no conversion) before it fetches the rest from Kafka.
+
+Files are immutable and written atomically (temporary name, then rename), so concurrent workers
+never see half a file. A file is removed once a read has consumed it to its end, when it is older
+than ``ttl_s``, when a newer file of the same partition starts at or past its end, and oldest
+first while the folder holds more than ``max_bytes``. A record served from a file is the record
+Kafka returned at that offset, so the effect on a read is only what it fetches, never what it
+yields (the offsets of a partition never change meaning, except when a topic is deleted and
+re-created: the short TTL bounds that window; docs/kafka-source.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+logger = logging.getLogger(__name__)
+
+SUFFIX = ".arrow"
+SEP = "~"  # never in a Kafka topic name ([a-zA-Z0-9._-])
+DEFAULT_MAX_BYTES = 1024 * 2**20
+DEFAULT_TTL_S = 120.0
+
+
+@dataclass(frozen=True)
+class SpillFile:
+    """One spilled span ``[start, end)`` of a partition."""
+
+    path: Path
+    start: int
+    end: int
+
+
+def default_folder() -> Path:
+    """The executor's local folder: the first of ``SPARK_LOCAL_DIRS``, else the temp folder."""
+    local = os.environ.get("SPARK_LOCAL_DIRS", "").split(",")[0].strip()
+    base = Path(local) if local else Path(tempfile.gettempdir())
+    return base / f"kappa-kafka-spill-{os.getuid()}"
+
+
+class FetchSpill:
+    """The spill folder of one executor, shared by its Python workers."""
+
+    def __init__(self, folder: Path, *, max_bytes: int = DEFAULT_MAX_BYTES, ttl_s: float = DEFAULT_TTL_S,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.folder, self.max_bytes, self.ttl_s, self._clock = folder, max_bytes, ttl_s, clock
+
+    def read(self, key: str, start: int, end: int, max_rows: int) -> tuple[list[pa.RecordBatch], int]:
+        """Batches of the records in ``[start, end)`` a spill file holds, and the offset reached.
+
+        The offset reached is ``start`` when no file covers ``start``; otherwise the smaller of
+        ``end`` and the file's end (records inside it that are absent did not exist in Kafka).
+        """
+        self._expire()
+        found = [f for f in self._files(key) if f.start <= start < f.end]
+        if not found:
+            return [], start
+        spill = max(found, key=lambda f: f.end)
+        try:
+            table = pa.ipc.open_file(pa.memory_map(str(spill.path))).read_all()
+        except (FileNotFoundError, pa.ArrowInvalid) as exc:  # evicted meanwhile, or unreadable
+            logger.debug("kafka spill unreadable path=%s error=%s", spill.path, exc)
+            return [], start
+        offsets = table.column("offset").to_numpy()
+        first, last = np.searchsorted(offsets, [start, end])
+        reached = min(end, spill.end)
+        if reached >= spill.end:
+            _unlink(spill.path)
+        rows = table.slice(int(first), int(last - first))
+        return rows.to_batches(max_chunksize=max_rows), reached
+
+    def write(self, key: str, start: int, batches: list[pa.RecordBatch]) -> bool:
+        """Spill records fetched from ``start`` on (consecutive reads); False when over the budget."""
+        rows = sum(b.num_rows for b in batches)
+        size = sum(b.nbytes for b in batches)
+        if not rows or size > self.max_bytes:
+            return False
+        end = int(batches[-1].column("offset")[-1].as_py()) + 1
+        self.folder.mkdir(parents=True, exist_ok=True)
+        final = self.folder / f"{key}{SEP}{start}{SEP}{end}{SUFFIX}"
+        tmp = self.folder / f".tmp-{uuid.uuid4().hex}"
+        with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, batches[0].schema) as writer:
+            for batch in batches:
+                writer.write_batch(batch)
+        os.replace(tmp, final)
+        for old in self._files(key):
+            if old.end <= start:
+                _unlink(old.path)
+        self._expire()
+        return True
+
+    def _files(self, key: str) -> list[SpillFile]:
+        prefix = key + SEP
+        found = []
+        try:
+            names = os.listdir(self.folder)
+        except FileNotFoundError:
+            return []
+        for name in names:
+            if name.startswith(prefix) and name.endswith(SUFFIX):
+                start, end = name[len(prefix):-len(SUFFIX)].split(SEP)
+                found.append(SpillFile(self.folder / name, int(start), int(end)))
+        return found
+
+    def _expire(self) -> None:
+        """Drop files past the TTL, then the oldest while the folder is over its budget."""
+        now = self._clock()
+        files = []
+        try:
+            entries = list(os.scandir(self.folder))
+        except FileNotFoundError:
+            return
+        for entry in entries:
+            if not entry.is_file():
+                continue
+            try:
+                stat = entry.stat()
+            except FileNotFoundError:
+                continue
+            if now - stat.st_mtime > self.ttl_s:
+                _unlink(Path(entry.path))
+            elif entry.name.endswith(SUFFIX):
+                files.append((stat.st_mtime, stat.st_size, Path(entry.path)))
+        total = sum(size for _, size, _ in files)
+        for _, size, path in sorted(files):
+            if total <= self.max_bytes:
+                break
+            _unlink(path)
+            total -= size
+
+
+def spill_key(pool_digest: str, topic: str, partition: int, include_headers: bool) -> str:
+    """The file-name prefix of a partition's spills under one set of client properties."""
+    return SEP.join((pool_digest + ("h" if include_headers else "n"), topic, str(partition)))
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass

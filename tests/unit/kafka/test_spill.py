@@ -1,0 +1,70 @@
+"""The fetch spill's rules on a temporary folder (no Kafka): what a read serves, what is removed."""
+
+from __future__ import annotations
+
+import time
+
+import pyarrow as pa
+
+from jobs.common.kafka.arrow import arrow_schema
+from jobs.common.kafka.spill import FetchSpill, spill_key
+
+SCHEMA = arrow_schema(False)
+KEY = spill_key("abc", "rsvps.raw", 1, include_headers=False)
+
+
+def batch(offsets: list[int]) -> pa.RecordBatch:
+    n = len(offsets)
+    return pa.RecordBatch.from_arrays([
+        pa.array([b"k"] * n, pa.binary()), pa.array([f"v{o}".encode() for o in offsets], pa.binary()),
+        pa.array(["rsvps.raw"] * n), pa.array([1] * n, pa.int32()), pa.array(offsets, pa.int64()),
+        pa.array([0] * n, SCHEMA.field("timestamp").type), pa.array([0] * n, pa.int32())], schema=SCHEMA)
+
+
+def offsets_of(batches: list[pa.RecordBatch]) -> list[int]:
+    return [o for b in batches for o in b.column("offset").to_pylist()]
+
+
+def test_a_read_serves_the_records_of_its_range_and_says_where_it_got(tmp_path):
+    spill = FetchSpill(tmp_path)
+    assert spill.write(KEY, 10, [batch([10, 11, 12]), batch([14, 15])])  # 13: a compacted gap
+    served, reached = spill.read(KEY, 11, 15, max_rows=2)
+    assert offsets_of(served) == [11, 12, 14] and reached == 15
+    assert all(b.num_rows <= 2 for b in served)
+    # 15 is the file's last record: the next read takes it and removes the file
+    served, reached = spill.read(KEY, 15, 40, max_rows=100)
+    assert offsets_of(served) == [15] and reached == 16
+    assert not list(tmp_path.glob("*.arrow"))
+
+
+def test_no_file_covering_the_start_serves_nothing(tmp_path):
+    spill = FetchSpill(tmp_path)
+    spill.write(KEY, 10, [batch([10, 11])])
+    assert spill.read(KEY, 9, 20, max_rows=100) == ([], 9)  # starts before the file
+    assert spill.read(KEY, 12, 20, max_rows=100) == ([], 12)  # starts at its end
+    other = spill_key("abc", "rsvps.raw", 2, include_headers=False)
+    assert spill.read(other, 10, 20, max_rows=100) == ([], 10)  # another partition
+
+
+def test_a_newer_span_replaces_the_ones_it_passed(tmp_path):
+    spill = FetchSpill(tmp_path)
+    spill.write(KEY, 10, [batch([10, 11])])
+    spill.write(KEY, 12, [batch([12, 13])])
+    assert sorted(p.name.split("~", 3)[-1] for p in tmp_path.glob("*.arrow")) == ["12~14.arrow"]
+
+
+def test_files_expire_and_the_folder_stays_within_its_budget(tmp_path):
+    one = batch(list(range(100)))
+    FetchSpill(tmp_path / "probe").write(KEY, 0, [one])
+    size = next((tmp_path / "probe").glob("*.arrow")).stat().st_size
+    spill = FetchSpill(tmp_path, max_bytes=int(size * 2.5))
+    for part in range(3):
+        spill.write(spill_key("abc", "t", part, False), 0, [one])
+        time.sleep(0.01)
+    assert len(list(tmp_path.glob("*.arrow"))) == 2  # the oldest went
+    assert spill.read(spill_key("abc", "t", 0, False), 0, 100, 100) == ([], 0)
+    assert not spill.write(KEY, 0, [one] * 6)  # larger than the budget: not written
+    assert not list(tmp_path.glob(f"{KEY}*"))
+    later = FetchSpill(tmp_path, ttl_s=60, clock=lambda: time.time() + 61)
+    assert later.read(spill_key("abc", "t", 2, False), 0, 100, 100) == ([], 0)
+    assert not list(tmp_path.glob("*.arrow"))
