@@ -97,6 +97,7 @@ def run(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
         "benchmark": "streaming", "records": args.records, "per_trigger": args.per_trigger,
         "partitions": PARTITIONS, "spark_master": cfg.spark.master,
         "shuffle_partitions": cfg.spark.shuffle_partitions,
+        "max_records_per_partition": cfg.streaming.max_records_per_partition,
         "broker": "embedded noida-db" if cfg.kafka.embedded else cfg.kafka.bootstrap_servers,
         "produce_s": round(produce_s, 2)}
     rss = RssSampler()
@@ -200,6 +201,8 @@ def _config(args: argparse.Namespace, folder: Path) -> KappaConfig:
                                  "lake.checkpoint_root": str(folder / "checkpoints")}
     if args.shuffle_partitions:
         overrides["spark.shuffle_partitions"] = args.shuffle_partitions
+    if args.max_records_per_partition:
+        overrides["streaming.max_records_per_partition"] = args.max_records_per_partition
     if args.bootstrap:
         overrides |= {"kafka.bootstrap_servers": args.bootstrap, "kafka.embedded": False,
                       "redis.embedded": False, "redis.port": args.redis_port}
@@ -221,6 +224,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--breakdown", action="store_true",
                         help="also time the Spark pass with parts switched off (streaming_breakdown.py)")
+    parser.add_argument("--max-records-per-partition", type=int,
+                        help="streaming.max_records_per_partition (split ranges into more tasks)")
     parser.add_argument("--shuffle-partitions", type=int, help="override spark.shuffle_partitions")
     parser.add_argument("--bootstrap", help="an existing Kafka (default: embedded Kafka and Redis)")
     parser.add_argument("--redis-port", type=int, default=6379, help="with --bootstrap")

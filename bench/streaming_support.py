@@ -53,11 +53,16 @@ def with_cpu(run: Any) -> dict[str, Any]:
 
 
 class RssSampler:
-    """Peak RSS of the driver JVM + its descendants, and of this process, sampled every 0.2 s."""
+    """Peak RSS of the driver JVM + its descendants (and of each part), and of this process.
+
+    Sampled every 0.2 s; each part's peak is its own, so ``jvm`` + ``python_workers`` can exceed
+    ``jvm_and_python_workers`` (their peaks need not coincide).
+    """
 
     def __init__(self) -> None:
         self.me = psutil.Process()
-        self.peak = {"jvm_and_python_workers": 0, "driver_python_and_bench": 0, "total": 0}
+        self.peak = {"jvm_and_python_workers": 0, "jvm": 0, "python_workers": 0,
+                     "driver_python_and_bench": 0, "total": 0}
         self.workers_peak = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -74,18 +79,20 @@ class RssSampler:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                tree = 0
+                jvm = workers = 0
                 for child in self.me.children():
                     if child.name() != "java":
                         continue
-                    tree += child.memory_info().rss
+                    jvm += child.memory_info().rss
                     for sub in child.children(recursive=True):
                         try:
-                            tree += sub.memory_info().rss
+                            workers += sub.memory_info().rss
                         except psutil.NoSuchProcess:
                             pass
+                tree = jvm + workers
                 mine = self.me.memory_info().rss
-                for name, value in (("jvm_and_python_workers", tree), ("driver_python_and_bench", mine),
+                for name, value in (("jvm_and_python_workers", tree), ("jvm", jvm),
+                                    ("python_workers", workers), ("driver_python_and_bench", mine),
                                     ("total", tree + mine)):
                     self.peak[name] = max(self.peak[name], value)
             except psutil.Error:
