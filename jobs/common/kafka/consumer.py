@@ -78,7 +78,12 @@ def read_range(rng: OffsetRange, options: SourceOptions, *, spill: bool = False
     finally:
         lease.position, lease.pending = (rng.end, reader.leftover) if reusable else (None, [])
         if reusable and spilled is not None:
-            _spill_surplus(lease, rng, spilled, skey, schema)
+            try:
+                _spill_surplus(lease, rng, spilled, skey, schema)
+            except Exception as exc:  # a full disk must not fail a read that is complete
+                logger.warning("kafka spill failed, consumer dropped topic=%s partition=%d error=%s",
+                               rng.topic, rng.partition, exc)
+                reusable = False
         if reusable:
             reusable = _pause(lease.consumer, rng)
         _POOL.release(lease, reusable=reusable)
@@ -95,28 +100,34 @@ def fetch_spill(options: SourceOptions) -> FetchSpill | None:
 
 def _spill_surplus(lease: Lease[Consumer], rng: OffsetRange, spilled: FetchSpill, skey: str,
                    schema: pa.Schema) -> None:
-    """Spill what was fetched past the range (held back, plus what librdkafka has queued).
+    """Spill what was fetched past the range: held back, plus what librdkafka has queued.
 
-    The pause that follows drops librdkafka's queue, so records are taken out of it first (up
-    to the spill's budget); the consumer then resumes after the last record taken.
+    The pause that follows drops librdkafka's queue, so records are taken out of it first, a
+    chunk at a time straight into the spill file (up to the spill's budget); the consumer then
+    stands after the last record taken, and a next range that starts before it gets a seek.
     """
-    surplus = list(lease.pending)
-    budget = spilled.max_bytes - sum(len(m.value() or b"") for m in surplus)
-    while budget > 0:
-        messages = lease.consumer.consume(MAX_BATCH_ROWS, timeout=0)
-        data = [m for m in messages if m.error() is None]
-        surplus += data
-        budget -= sum(len(m.value() or b"") for m in data)
-        if len(data) < len(messages) or not messages:
-            break
-    if not surplus:
-        return
-    batches = [to_record_batch(surplus[i:i + MAX_BATCH_ROWS], rng.topic, rng.partition, schema)
-               for i in range(0, len(surplus), MAX_BATCH_ROWS)]
-    # Spilled or not (over the budget), the consumer now stands after the surplus: a next range
-    # that starts before it is placed with a seek (the pool's rules), never past a record.
-    spilled.write(skey, rng.end, batches)
-    lease.position, lease.pending = _offset(surplus[-1]) + 1, []
+
+    def surplus() -> Iterator[pa.RecordBatch]:
+        budget = spilled.max_bytes
+        pending = lease.pending
+        for i in range(0, len(pending), MAX_BATCH_ROWS):
+            chunk = pending[i:i + MAX_BATCH_ROWS]
+            budget -= sum(len(m.value() or b"") for m in chunk)
+            yield to_record_batch(chunk, rng.topic, rng.partition, schema)
+        while budget > 0:
+            messages = lease.consumer.consume(MAX_BATCH_ROWS, timeout=0)
+            data = [m for m in messages if m.error() is None]
+            if data:
+                budget -= sum(len(m.value() or b"") for m in data)
+                yield to_record_batch(data, rng.topic, rng.partition, schema)
+            if len(data) < len(messages) or not messages:
+                return
+
+    end = spilled.write(skey, rng.end, surplus())
+    if end is not None:
+        lease.position, lease.pending = end, []
+
+
 def _pause(consumer: Consumer, rng: OffsetRange) -> bool:
     """Stop an idle pooled consumer's fetching (False: it cannot be paused, do not pool it).
 

@@ -26,7 +26,7 @@ import os
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,25 +88,39 @@ class FetchSpill:
         rows = table.slice(int(first), int(last - first))
         return rows.to_batches(max_chunksize=max_rows), reached
 
-    def write(self, key: str, start: int, batches: list[pa.RecordBatch]) -> bool:
-        """Spill records fetched from ``start`` on (consecutive reads); False when over the budget."""
-        rows = sum(b.num_rows for b in batches)
-        size = sum(b.nbytes for b in batches)
-        if not rows or size > self.max_bytes:
-            return False
-        end = int(batches[-1].column("offset")[-1].as_py()) + 1
+    def write(self, key: str, start: int, batches: Iterable[pa.RecordBatch]) -> int | None:
+        """Spill consecutive records fetched from ``start`` on, batch by batch as they come.
+
+        Returns the offset after the last record written (None: there was none). The caller
+        bounds what it passes (``max_bytes`` is the folder's budget, enforced by eviction).
+        """
         self.folder.mkdir(parents=True, exist_ok=True)
-        final = self.folder / f"{key}{SEP}{start}{SEP}{end}{SUFFIX}"
         tmp = self.folder / f".tmp-{uuid.uuid4().hex}"
-        with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, batches[0].schema) as writer:
-            for batch in batches:
-                writer.write_batch(batch)
-        os.replace(tmp, final)
+        end: int | None = None
+        try:
+            with pa.OSFile(str(tmp), "wb") as sink:
+                writer: pa.ipc.RecordBatchFileWriter | None = None
+                for batch in batches:
+                    if not batch.num_rows:
+                        continue
+                    if writer is None:
+                        writer = pa.ipc.new_file(sink, batch.schema)
+                    writer.write_batch(batch)
+                    end = int(batch.column("offset")[-1].as_py()) + 1
+                if writer is not None:
+                    writer.close()
+        except BaseException:
+            _unlink(tmp)
+            raise
+        if end is None:
+            _unlink(tmp)
+            return None
+        os.replace(tmp, self.folder / f"{key}{SEP}{start}{SEP}{end}{SUFFIX}")
         for old in self._files(key):
             if old.end <= start:
                 _unlink(old.path)
         self._expire()
-        return True
+        return end
 
     def _files(self, key: str) -> list[SpillFile]:
         prefix = key + SEP

@@ -27,7 +27,7 @@ def offsets_of(batches: list[pa.RecordBatch]) -> list[int]:
 
 def test_a_read_serves_the_records_of_its_range_and_says_where_it_got(tmp_path):
     spill = FetchSpill(tmp_path)
-    assert spill.write(KEY, 10, [batch([10, 11, 12]), batch([14, 15])])  # 13: a compacted gap
+    assert spill.write(KEY, 10, iter([batch([10, 11, 12]), batch([14, 15])])) == 16  # 13: compacted
     served, reached = spill.read(KEY, 11, 15, max_rows=2)
     assert offsets_of(served) == [11, 12, 14] and reached == 15
     assert all(b.num_rows <= 2 for b in served)
@@ -63,8 +63,8 @@ def test_files_expire_and_the_folder_stays_within_its_budget(tmp_path):
         time.sleep(0.01)
     assert len(list(tmp_path.glob("*.arrow"))) == 2  # the oldest went
     assert spill.read(spill_key("abc", "t", 0, False), 0, 100, 100) == ([], 0)
-    assert not spill.write(KEY, 0, [one] * 6)  # larger than the budget: not written
-    assert not list(tmp_path.glob(f"{KEY}*"))
+    assert spill.write(KEY, 7, iter([])) is None  # nothing to spill: no file, no temporary left
+    assert not list(tmp_path.glob(f"{KEY}*")) and not list(tmp_path.glob(".tmp-*"))
     later = FetchSpill(tmp_path, ttl_s=60, clock=lambda: time.time() + 61)
     assert later.read(spill_key("abc", "t", 2, False), 0, 100, 100) == ([], 0)
     assert not list(tmp_path.glob("*.arrow"))
