@@ -52,19 +52,25 @@ def pool_stats(spark, topic: str) -> dict[str, int]:
     return {name: sum(row[name] for row in per_worker.values()) for name in FIELDS}
 
 
-def test_micro_batches_reuse_pooled_consumers_and_read_every_record_once(
-        spark, cfg, topic_factory, produce, checkpoint, run_available_now):
+def read_240_in_batches_of_30(spark, cfg, topic_factory, produce, checkpoint, run_available_now,
+                              options: dict[str, object]) -> tuple[list[dict], dict[str, int], int]:
+    """240 records read exactly once in micro-batches of 30: (batches, pool counters, leases)."""
     topic = topic_factory()
     records = produce(topic, 240)
-    # The fetch spill (next test) would serve most ranges without a lease: off, to see the pool.
-    df = read_kafka(spark, cfg, topics=topic, stream=True,
-                    options={"maxOffsetsPerTrigger": 30, "fetchSpill.maxBytes": 0})
+    df = read_kafka(spark, cfg, topics=topic, stream=True, options={"maxOffsetsPerTrigger": 30, **options})
     run = run_available_now(df, checkpoint)
     assert run.rows == expected(records)
     batches = [p for p in run.progress if p["numInputRows"]]
     assert len(batches) >= 8 and sum(p["numInputRows"] for p in batches) == 240
     stats = pool_stats(spark, topic)
-    leases = stats["reuse"] + stats["skip"] + stats["seek"] + stats["assign"]
+    return batches, stats, stats["reuse"] + stats["skip"] + stats["seek"] + stats["assign"]
+
+
+def test_micro_batches_reuse_pooled_consumers_and_read_every_record_once(
+        spark, cfg, topic_factory, produce, checkpoint, run_available_now):
+    # The fetch spill (next test) would serve most ranges without a lease: off, to see the pool.
+    batches, stats, leases = read_240_in_batches_of_30(
+        spark, cfg, topic_factory, produce, checkpoint, run_available_now, {"fetchSpill.maxBytes": 0})
     assert stats["closed_error"] == 0, stats
     assert leases <= 3 * len(batches), stats
     assert stats["reuse"] + stats["skip"] >= len(batches), stats
@@ -73,17 +79,9 @@ def test_micro_batches_reuse_pooled_consumers_and_read_every_record_once(
 
 def test_the_fetch_spill_serves_later_micro_batches_in_any_worker(
         spark, cfg, topic_factory, produce, checkpoint, run_available_now, tmp_path):
-    topic = topic_factory()
-    records = produce(topic, 240)
     spill = tmp_path / "spill"
-    df = read_kafka(spark, cfg, topics=topic, stream=True,
-                    options={"maxOffsetsPerTrigger": 30, "fetchSpill.dir": str(spill)})
-    run = run_available_now(df, checkpoint)
-    assert run.rows == expected(records)
-    batches = [p for p in run.progress if p["numInputRows"]]
-    assert len(batches) >= 8 and sum(p["numInputRows"] for p in batches) == 240
-    stats = pool_stats(spark, topic)
-    leases = stats["reuse"] + stats["skip"] + stats["seek"] + stats["assign"]
+    batches, stats, leases = read_240_in_batches_of_30(
+        spark, cfg, topic_factory, produce, checkpoint, run_available_now, {"fetchSpill.dir": str(spill)})
     # The embedded broker answers the first fetch of each partition with all of it: the rest
     # of every partition is spilled then, and the later ranges never lease a consumer.
     assert stats["closed_error"] == 0 and leases < len(batches), (stats, len(batches))
