@@ -5,8 +5,10 @@ records of ``--record-bytes`` to a 3-partition topic with a raw confluent-kafka 
 produce baseline), consumes them with one raw consumer that also builds the source's Arrow
 record batches (the consume baseline: equal work), then reads the same topic with Spark: a batch
 read (``read_kafka(...).write.format("noop")``), and a streaming availableNow read of
-``--per-trigger`` records per micro-batch to a noop sink, with the executor consumer pool and
-without it (``consumerCache.capacity=0``, one consumer per task as before the pool). Writes the
+``--per-trigger`` records per micro-batch to a noop sink, with the executor consumer pool and the
+fetch spill (``stream``), with the pool only (``stream_no_spill``: ``fetchSpill.maxBytes=0``) and
+with neither (``stream_no_pool``: also ``consumerCache.capacity=0``, one consumer per task as
+before the pool). Writes the
 same number of rows with ``write_kafka``. Prints one JSON object. Never run as a timed test.
 
     .venv/bin/python bench/kafka_source.py --records 1000000 --record-bytes 250
@@ -98,7 +100,7 @@ def run(cfg: KappaConfig, args: argparse.Namespace, folder: Path) -> dict[str, A
         "broker": "embedded noida-db" if cfg.kafka.embedded else cfg.kafka.bootstrap_servers,
         "rows_per_s": {name: round(value) for name, value in rate.items()},
         "vs_raw_consume_arrow": {name: round(rate[name] / rate["raw_consume_arrow"], 2)
-                                 for name in ("source", "stream", "stream_no_pool")
+                                 for name in ("source", "stream", "stream_no_spill", "stream_no_pool")
                                  if name in rate and "raw_consume_arrow" in rate},
         "sink_vs_raw_produce": (round(rate["sink"] / rate["raw_produce"], 2)
                                 if "sink" in rate and "raw_produce" in rate else None),
@@ -109,8 +111,9 @@ def run(cfg: KappaConfig, args: argparse.Namespace, folder: Path) -> dict[str, A
         "stream_trigger_ms": context["streams"].trigger_ms,
         "failures": failures,
         "method": "rates are medians of the runs under seconds; each round measures, in order, "
-                  "raw consume + Arrow, the batch source, the stream with and without the consumer "
-                  "pool (each from a fresh checkpoint) on the same topic, then raw produce and the "
+                  "raw consume + Arrow, the batch source, the stream with pool and spill, with the "
+                  "pool only and with neither (each from a fresh checkpoint) on the same topic, "
+                  "then raw produce and the "
                   "sink on fresh topics; all after one untimed full source read (JVM warm-up)",
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
     }
@@ -148,7 +151,9 @@ ROUNDS: dict[str, Callable[[dict[str, Any]], float]] = {
     "raw_consume_arrow": lambda v: _raw_consume_arrow(v["props"], v["topic"], v["records"]),
     "source": lambda v: _timed(lambda: v["source_df"].write.format("noop").mode("overwrite").save()),
     "stream": lambda v: v["streams"].run("stream", {}),
-    "stream_no_pool": lambda v: v["streams"].run("stream_no_pool", {"consumerCache.capacity": 0}),
+    "stream_no_spill": lambda v: v["streams"].run("stream_no_spill", {"fetchSpill.maxBytes": 0}),
+    "stream_no_pool": lambda v: v["streams"].run("stream_no_pool", {"consumerCache.capacity": 0,
+                                                                     "fetchSpill.maxBytes": 0}),
     "raw_produce": lambda v: _raw_produce(v["props"], _topic(v["props"]), v["records"], v["value"]),
     "sink": lambda v: _timed(lambda: write_sink(v)),
 }
