@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
@@ -27,7 +26,7 @@ from jobs.common.kafka.dataloss import DataLoss
 from jobs.common.kafka.offsets import OffsetRange
 from jobs.common.kafka.options import SourceOptions
 from jobs.common.kafka.pool import ConsumerPool, Lease, pool_key
-from jobs.common.kafka.spill import FetchSpill, default_folder, spill_key
+from jobs.common.kafka.spill import fetch_spill, spill_key, spill_surplus
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +78,7 @@ def read_range(rng: OffsetRange, options: SourceOptions, *, spill: bool = False
         lease.position, lease.pending = (rng.end, reader.leftover) if reusable else (None, [])
         if reusable and spilled is not None:
             try:
-                _spill_surplus(lease, rng, spilled, skey, schema)
+                spill_surplus(lease, rng, spilled, skey, schema=schema, chunk_rows=MAX_BATCH_ROWS)
             except Exception as exc:  # a full disk must not fail a read that is complete
                 logger.warning("kafka spill failed, consumer dropped topic=%s partition=%d error=%s",
                                rng.topic, rng.partition, exc)
@@ -87,45 +86,6 @@ def read_range(rng: OffsetRange, options: SourceOptions, *, spill: bool = False
         if reusable:
             reusable = _pause(lease.consumer, rng)
         _POOL.release(lease, reusable=reusable)
-
-
-def fetch_spill(options: SourceOptions) -> FetchSpill | None:
-    """The executor's fetch spill as the options configure it (None: ``fetchSpill.maxBytes=0``)."""
-    if options.fetch_spill_max_bytes <= 0:
-        return None
-    folder = Path(options.fetch_spill_dir) if options.fetch_spill_dir else default_folder()
-    return FetchSpill(folder, max_bytes=options.fetch_spill_max_bytes,
-                      ttl_s=options.fetch_spill_ttl_ms / 1000)
-
-
-def _spill_surplus(lease: Lease[Consumer], rng: OffsetRange, spilled: FetchSpill, skey: str,
-                   schema: pa.Schema) -> None:
-    """Spill what was fetched past the range: held back, plus what librdkafka has queued.
-
-    The pause that follows drops librdkafka's queue, so records are taken out of it first, a
-    chunk at a time straight into the spill file (up to the spill's budget); the consumer then
-    stands after the last record taken, and a next range that starts before it gets a seek.
-    """
-
-    def surplus() -> Iterator[pa.RecordBatch]:
-        budget = spilled.max_bytes
-        pending = lease.pending
-        for i in range(0, len(pending), MAX_BATCH_ROWS):
-            chunk = pending[i:i + MAX_BATCH_ROWS]
-            budget -= sum(len(m.value() or b"") for m in chunk)
-            yield to_record_batch(chunk, rng.topic, rng.partition, schema)
-        while budget > 0:
-            messages = lease.consumer.consume(MAX_BATCH_ROWS, timeout=0)
-            data = [m for m in messages if m.error() is None]
-            if data:
-                budget -= sum(len(m.value() or b"") for m in data)
-                yield to_record_batch(data, rng.topic, rng.partition, schema)
-            if len(data) < len(messages) or not messages:
-                return
-
-    end = spilled.write(skey, rng.end, surplus())
-    if end is not None:
-        lease.position, lease.pending = end, []
 
 
 def _pause(consumer: Consumer, rng: OffsetRange) -> bool:

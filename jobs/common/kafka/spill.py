@@ -1,5 +1,9 @@
 """Executor-side spill of records a streaming read fetched past its range (the fetch spill).
 
+:class:`FetchSpill` is the folder's rules (no Kafka client, unit-tested on a temporary folder);
+:func:`fetch_spill` builds it from the source options and :func:`spill_surplus` fills it from a
+leased consumer at the end of a range read (jobs/common/kafka/consumer.py).
+
 A broker may answer a fetch with far more than the range needs: the embedded one returns the rest
 of the partition on every fetch, and a real one up to ``fetch.max.bytes``. The consumer pool keeps
 such records for the next micro-batch only in the Python worker that fetched them, but Spark
@@ -26,12 +30,21 @@ import os
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
+
+from jobs.common.kafka.arrow import to_record_batch
+from jobs.common.kafka.offsets import OffsetRange
+from jobs.common.kafka.options import SourceOptions
+from jobs.common.kafka.pool import Lease
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer
 
 logger = logging.getLogger(__name__)
 
@@ -160,6 +173,45 @@ class FetchSpill:
                 break
             _unlink(path)
             total -= size
+
+
+def fetch_spill(options: SourceOptions) -> FetchSpill | None:
+    """The executor's fetch spill as the options configure it (None: ``fetchSpill.maxBytes=0``)."""
+    if options.fetch_spill_max_bytes <= 0:
+        return None
+    folder = Path(options.fetch_spill_dir) if options.fetch_spill_dir else default_folder()
+    return FetchSpill(folder, max_bytes=options.fetch_spill_max_bytes,
+                      ttl_s=options.fetch_spill_ttl_ms / 1000)
+
+
+def spill_surplus(lease: Lease[Consumer], rng: OffsetRange, spilled: FetchSpill, skey: str,
+                  *, schema: pa.Schema, chunk_rows: int) -> None:
+    """Spill what was fetched past the range: held back, plus what librdkafka has queued.
+
+    The pause that follows drops librdkafka's queue, so records are taken out of it first, a
+    chunk at a time straight into the spill file (up to the spill's budget); the consumer then
+    stands after the last record taken, and a next range that starts before it gets a seek.
+    """
+
+    def surplus() -> Iterator[pa.RecordBatch]:
+        budget = spilled.max_bytes
+        pending = lease.pending
+        for i in range(0, len(pending), chunk_rows):
+            chunk = pending[i:i + chunk_rows]
+            budget -= sum(len(m.value() or b"") for m in chunk)
+            yield to_record_batch(chunk, rng.topic, rng.partition, schema)
+        while budget > 0:
+            messages = lease.consumer.consume(chunk_rows, timeout=0)
+            data = [m for m in messages if m.error() is None]
+            if data:
+                budget -= sum(len(m.value() or b"") for m in data)
+                yield to_record_batch(data, rng.topic, rng.partition, schema)
+            if len(data) < len(messages) or not messages:
+                return
+
+    end = spilled.write(skey, rng.end, surplus())
+    if end is not None:
+        lease.position, lease.pending = end, []
 
 
 def spill_key(pool_digest: str, topic: str, partition: int, include_headers: bool) -> str:
