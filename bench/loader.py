@@ -13,6 +13,7 @@ rows/s and driver peak RSS). Prints one JSON object. Never run as a timed test.
 
     SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python bench/loader.py --records 500000
     SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python bench/loader.py --paths 100000,500000,1000000
+    SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python bench/loader.py --paths 100000,500000 --table silver.rsvps
 """
 
 from __future__ import annotations
@@ -123,12 +124,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=500_000)
     parser.add_argument("--batches", type=int, default=8, help="small appends before compaction")
     parser.add_argument("--paths", help="comma-separated sizes: compare kappa load's write paths")
+    parser.add_argument("--table", default="bronze.rsvps_raw", choices=["bronze.rsvps_raw", "silver.rsvps"],
+                        help="with --paths: the table loaded (silver.rsvps: a merge, in two loads)")
     parser.add_argument("--child", help=argparse.SUPPRESS)  # one measured run (bench/loader_paths.py)
     args = parser.parse_args(argv)
     if args.paths or args.child:
         from bench.loader_paths import main as paths_main
 
-        return paths_main(args.paths, args.child)
+        return paths_main(args.paths, args.child, args.table)
     with tempfile.TemporaryDirectory(prefix="kappa-bench-loader-") as folder:
         result = run(args.records, args.batches, Path(folder))
     result["command"] = "SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python bench/loader.py " + " ".join(

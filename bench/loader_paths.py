@@ -8,6 +8,12 @@ quarantine, the whole suite) from offset 0 up to that many records into a fresh 
 Per run: seconds, rows/s, the driver's peak RSS (its Python process and its JVM: in
 ``local[2]`` the JVM also hosts the executors' tasks) and the executors' Python workers' peak,
 and the load average before and after. Reached through ``bench/loader.py --paths``.
+
+``--table silver.rsvps`` measures the merge instead: rsvps.analyzed-shaped records (~560 bytes)
+where record ``i`` with ``i % 10 == 5`` re-sends the rsvp id of record ``i // 2`` with a later
+event time (:func:`analyzed_ids`), so any prefix of the topic has 10 % updates; each run loads
+the first half of its size (into an empty table), then the second half (a merge in which 10 % of
+the rows replace stored ones), and reports both loads' seconds and the table's row count.
 """
 
 from __future__ import annotations
@@ -30,20 +36,21 @@ PATHS = ("driver", "executors")
 RUN_TIMEOUT_S = 600
 
 
-def main(sizes: str | None, child: str | None) -> int:
+def main(sizes: str | None, child: str | None, table: str = "bronze.rsvps_raw") -> int:
     """``--paths``: run every size and path and print the JSON; ``--child``: one run."""
     if child:
         print(json.dumps(_one_run(json.loads(child))))
         return 0
     counts = sorted(int(size) for size in (sizes or "").split(",") if size.strip())
     with tempfile.TemporaryDirectory(prefix="kappa-bench-paths-") as folder:
-        result = _compare(counts, Path(folder))
-    result["command"] = f"SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python bench/loader.py --paths {sizes}"
+        result = _compare(counts, Path(folder), table)
+    extra = "" if table == "bronze.rsvps_raw" else f" --table {table}"
+    result["command"] = f"SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python bench/loader.py --paths {sizes}{extra}"
     print(json.dumps(result, indent=2))
     return 0
 
 
-def _compare(sizes: list[int], folder: Path) -> dict[str, Any]:
+def _compare(sizes: list[int], folder: Path, table: str) -> dict[str, Any]:
     from jobs.common.config import load_config
     from jobs.common.stack import EmbeddedStack
 
@@ -57,24 +64,27 @@ def _compare(sizes: list[int], folder: Path) -> dict[str, Any]:
     try:
         stack.up(progress=lambda message: None)
         props = cfg.kafka.client_config()
-        topic, produce_s = _produce(props, max(sizes))
+        produce = _produce if table == "bronze.rsvps_raw" else _produce_analyzed
+        topic, produce_s = produce(props, max(sizes))
         for size in sizes:
             for path in PATHS:
-                spec = {"overrides": overrides | _loader(folder / f"lake-{path}-{size}", topic, path, size),
-                        "topic": topic, "records": size, "path": path}
+                lake = folder / f"lake-{path}-{size}"
+                spec = {"overrides": overrides | _loader(lake, topic, path, size, table),
+                        "topic": topic, "records": size, "path": path, "table": table}
                 runs.append(_launch(spec))
                 print(f"records={size} path={path} {runs[-1]}", file=sys.stderr, flush=True)
     finally:
         stack.down(progress=lambda message: None)
-    return {"benchmark": "loader_paths", "records_in_topic": max(sizes), "produce_s": round(produce_s, 1),
+    return {"benchmark": "loader_paths", "table": table, "records_in_topic": max(sizes),
+            "produce_s": round(produce_s, 1),
             "spark_master": "local[2]", "driver_memory": "default (1g)", "runs": runs,
             "loadavg_start": [round(x, 2) for x in load_before],
             "loadavg_end": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count()}
 
 
-def _loader(lake: Path, topic: str, path: str, size: int) -> dict[str, Any]:
+def _loader(lake: Path, topic: str, path: str, size: int, table: str) -> dict[str, Any]:
     return {"lake.root": str(lake), "loader.write_path": path, "loader.driver_path_max_rows": size,
-            "loader.tables": {"bronze.rsvps_raw": {"topic": topic, "quality_policy": "quarantine"}}}
+            "loader.tables": {table: {"topic": topic, "quality_policy": "quarantine"}}}
 
 
 def _launch(spec: dict[str, Any]) -> dict[str, Any]:
@@ -107,18 +117,22 @@ def _one_run(spec: dict[str, Any]) -> dict[str, Any]:
     spark = loader_spark(cfg, app_name=f"bench-loader-{spec['path']}")
     jvm = spark.sparkContext._gateway.proc.pid  # type: ignore[union-attr]
     records = spec["records"]
-    ends = {str(p): records // PARTITIONS + (1 if p < records % PARTITIONS else 0) for p in range(PARTITIONS)}
+    merge = spec.get("table", "bronze.rsvps_raw") != "bronze.rsvps_raw"
     before = {"loadavg": [round(x, 2) for x in os.getloadavg()],
               "py_rss_mb": _status_mb(os.getpid(), "VmRSS"), "jvm_rss_mb": _status_mb(jvm, "VmRSS")}
-    began, error, results = time.perf_counter(), None, []
+    began, error, results, steps = time.perf_counter(), None, [], []
     try:
-        results = run_load(spark, cfg, targets(cfg), parse_until(json.dumps({spec["topic"]: ends})))
+        for bound in ([records // 2, records] if merge else [records]):
+            ends = {str(p): bound // PARTITIONS + (p < bound % PARTITIONS) for p in range(PARTITIONS)}
+            step = time.perf_counter()
+            results += run_load(spark, cfg, targets(cfg), parse_until(json.dumps({spec["topic"]: ends})))
+            steps.append(round(time.perf_counter() - step, 2))
     except Exception as exc:  # an OOM is a result of this benchmark
         error = str(exc).splitlines()[0][:400]
     seconds = time.perf_counter() - began
     rows = sum(result.rows + result.quarantined for result in results)
     out = {
-        "records": records, "path": spec["path"], "seconds": round(seconds, 2),
+        "records": records, "path": spec["path"], "seconds": round(seconds, 2), "load_seconds": steps,
         "rows_per_s": round(rows / seconds) if rows else 0, "rows": rows,
         "outcomes": [(r.outcome, r.write_path, r.rows, r.error and r.error[:300]) for r in results],
         "error": error, "before": before,
@@ -128,6 +142,13 @@ def _one_run(spec: dict[str, Any]) -> dict[str, Any]:
                                                   default=None),
         "loadavg_after": [round(x, 2) for x in os.getloadavg()],
     }
+    if merge and not error:  # the merge's answer: one row per distinct rsvp id
+        from deltalake import DeltaTable
+
+        from jobs.common.delta import table_uri
+
+        out["table_rows"] = DeltaTable(table_uri(cfg.lake.root, spec["table"])).count()
+        out["expected_table_rows"] = len(set(analyzed_ids(records)))
     spark.stop()
     return out
 
@@ -173,6 +194,43 @@ def _produce(props: dict[str, str], records: int) -> tuple[str, float]:
     if producer.flush(300):
         raise RuntimeError("producer could not flush within 300 s")
     return topic, time.monotonic() - began
+
+
+def _produce_analyzed(props: dict[str, str], records: int) -> tuple[str, float]:
+    """rsvps.analyzed records; one in ten re-sends an earlier record's id, later."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from bench.kafka_source import produce_one
+
+    topic = f"bench.{uuid.uuid4().hex[:10]}"
+    admin = AdminClient(props)
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+    producer = Producer({**props, "linger.ms": 20, "queue.buffering.max.messages": 1_000_000})
+    now_ms, ids = int(time.time() * 1000), analyzed_ids(records)
+    began = time.monotonic()
+    for index, rsvp_id in enumerate(ids):
+        event_ms = now_ms - 86_400_000 * (rsvp_id % 3) - records + index  # an update is newer
+        value = json.dumps({
+            "schema_version": 1, "rsvp_id": rsvp_id, "event_time_ms": event_ms,
+            "event_id": f"ev{index % 977}", "event_name": "e" * 60, "group_id": index % 501,
+            "group_name": "g" * 30, "member_id": index, "response": "no" if index % 7 else "yes",
+            "guests": index % 3, "topics": ["Salsa", "Jazz"][: 1 + index % 2], "city": "Barcelona",
+            "country": "ES", "state": None, "lat": 41.38, "lon": 2.17, "venue_id": index % 313,
+            "source_topic": "rsvps.raw", "source_partition": index % PARTITIONS, "source_offset": index,
+            "kafka_timestamp_ms": event_ms + 100, "ingest_lag_ms": 100, "late": False})
+        produce_one(producer, topic, value.encode(), str(rsvp_id).encode(), index % PARTITIONS, index)
+    if producer.flush(300):
+        raise RuntimeError("producer could not flush within 300 s")
+    return topic, time.monotonic() - began
+
+
+def analyzed_ids(records: int) -> list[int]:
+    """The rsvp id of each record: ``i + 1``, or, when ``i % 10 == 5``, record ``i // 2``'s id."""
+    ids: list[int] = []
+    for index in range(records):
+        ids.append(ids[index // 2] if index % 10 == 5 else index + 1)
+    return ids
 
 
 def _free_port() -> int:

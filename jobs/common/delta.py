@@ -182,13 +182,15 @@ def _same_type(a: pa.DataType, b: pa.DataType) -> bool:
 
 
 def commit_files(uri: str, actions: list[Any], schema: pa.Schema, *, snapshot: DeltaTable | None,
-                 partition_by: Sequence[str], commit: Commit) -> int:
+                 partition_by: Sequence[str], commit: Commit, removed: Sequence[str] = ()) -> int:
     """Commit Parquet files that executors already wrote under ``uri`` (the executor write path).
 
     Same contract as :func:`write_delta` in append mode: based on ``snapshot`` (None: create the
     table, failing if someone else did meanwhile), ``commit``'s app transactions in the same log
     entry, a lost race raises :class:`DeltaConflictError`. An empty ``actions`` commits only the
-    offsets.
+    offsets. ``actions`` may remove files (an executor merge rewrites them): ``removed`` names
+    them, and :func:`_still_live` checks them first, because delta-rs lets such a commit pass
+    over a concurrent compaction that already replaced them (measured with deltalake 1.6.6).
     """
     from deltalake import Schema as DeltaSchema
     from deltalake.transaction import create_table_with_add_actions
@@ -201,6 +203,7 @@ def commit_files(uri: str, actions: list[Any], schema: pa.Schema, *, snapshot: D
                                           commit_properties=props)
         else:
             _check_schema(uri, snapshot, schema)
+            snapshot = _still_live(uri, snapshot, removed, commit) if removed else snapshot
             snapshot.create_write_transaction(actions, "append", schema,
                                               partition_by=list(partition_by) or None,
                                               commit_properties=props)
@@ -217,6 +220,27 @@ def commit_files(uri: str, actions: list[Any], schema: pa.Schema, *, snapshot: D
     version = DeltaTable(uri).version()
     logger.info("delta commit uri=%s files=%d version=%d", uri, len(actions), version)
     return version
+
+
+def _still_live(uri: str, snapshot: DeltaTable, removed: Sequence[str], commit: Commit) -> DeltaTable:
+    """The version to commit on: the newest, if the merge's premises still hold there.
+
+    Every file in ``removed`` must still be live and no commit since ``snapshot`` may have
+    recorded ``commit``'s app ids; else :class:`DeltaConflictError`.
+    """
+    newest = DeltaTable(uri)
+    if newest.version() == snapshot.version():
+        return snapshot
+    live = set(pa.table(newest.get_add_actions(flatten=True)).column("path").to_pylist())
+    gone = [path for path in removed if path not in live]
+    moved = [app for app in commit.app_versions
+             if newest.transaction_version(app) != snapshot.transaction_version(app)]
+    if gone or moved:
+        raise DeltaConflictError(
+            f"commit to {uri} failed because another writer committed first (version {newest.version()} "
+            f"replaced {len(gone)} of the files this merge rewrites, moved {len(moved)} of its offsets); "
+            "nothing of this write landed (its files stay unreferenced until vacuum): re-run")
+    return newest
 
 
 def write_delta_spark(df: DataFrame, uri: str, *, partition_by: Sequence[str], app_id: str,

@@ -5,8 +5,11 @@ so the chunks' counts add up) and reports the extremes the aggregate rules need
 (:func:`chunk_report`). The driver runs the schema rule on the batch's schema and each aggregate
 rule on the chunks' extremes (the max of the chunks' maxes is the batch's max) with the same GX
 expectations, then judges the batch as the driver path does (:func:`combine`, then
-``quality.judge``). A rule of any other kind (``ExpectColumnValuesToBeUnique`` needs the whole
-batch at once) keeps its table on the driver path (:func:`executor_unready`).
+``quality.judge``). ``ExpectColumnValuesToBeUnique`` on the table's key is measured on chunks
+too when the rows arrive hash-partitioned and sorted by that key and a chunk is cut only where
+the key changes (every row of a key lies in one chunk, so the chunks' duplicates add up to the
+batch's: :data:`KEYED`). A rule of any other kind keeps its table on the driver path
+(:func:`executor_unready`).
 """
 
 from __future__ import annotations
@@ -23,20 +26,33 @@ from jobs.loader.suites import Rule
 PER_ROW = frozenset({"ExpectColumnValuesToNotBeNull", "ExpectColumnValuesToBeBetween",
                      "ExpectColumnValuesToBeInSet"})
 EXTREMES = {"ExpectColumnMaxToBeBetween": "max", "ExpectColumnMinToBeBetween": "min"}
+KEYED = "ExpectColumnValuesToBeUnique"
 
 
-def executor_unready(rules: list[Rule]) -> list[str]:
+def chunked(rule: Rule, keys: tuple[str, ...]) -> bool:
+    """Whether executor chunks measure ``rule`` (per-row, or unique on the chunks' sort key)."""
+    return rule.expectation in PER_ROW or (rule.expectation == KEYED and (rule.kwargs.get("column"),) == keys)
+
+
+def sort_keys(rules: list[Rule], keys: tuple[str, ...]) -> tuple[str, ...]:
+    """The key the executor chunks must be sorted and cut by (empty: no rule needs it)."""
+    return keys if any(rule.expectation == KEYED and chunked(rule, keys) for rule in rules) else ()
+
+
+def executor_unready(rules: list[Rule], keys: tuple[str, ...] = ()) -> list[str]:
     """Rules that cannot be split over executor chunks (their table stays on the driver path)."""
-    known = PER_ROW | SCHEMA_RULES | set(EXTREMES)
-    return [rule.name for rule in rules if rule.expectation not in known]
+    known = SCHEMA_RULES | set(EXTREMES)
+    return [rule.name for rule in rules if rule.expectation not in known and not chunked(rule, keys)]
 
 
-def chunk_report(table: str, rules: list[Rule], rows: pa.Table) -> tuple[list[dict], dict[int, list[str]]]:
-    """On an executor: the per-row rules' results and the aggregate rules' extremes of ``rows``.
+def chunk_report(table: str, rules: list[Rule], rows: pa.Table,
+                 keys: tuple[str, ...] = ()) -> tuple[list[dict], dict[int, list[str]]]:
+    """On an executor: the chunked rules' results and the aggregate rules' extremes of ``rows``.
 
-    Returns one report per rule (``rule`` is its index in ``rules``) and the failing rows.
+    ``keys``: the rows' sort key, when the chunk holds every row of each of its keys. Returns one
+    report per rule (``rule`` is its index in ``rules``) and the failing rows.
     """
-    chosen = [(index, rule) for index, rule in enumerate(rules) if rule.expectation in PER_ROW]
+    chosen = [(index, rule) for index, rule in enumerate(rules) if chunked(rule, keys)]
     results, reasons = measure(table, [rule for _, rule in chosen], rows)
     reports: list[dict[str, Any]] = [
         {"rule": index, "success": result.success, "element_count": result.element_count,
@@ -52,7 +68,8 @@ def chunk_report(table: str, rules: list[Rule], rows: pa.Table) -> tuple[list[di
     return reports, reasons
 
 
-def combine(table: str, rules: list[Rule], reports: list[dict], schema: pa.Schema) -> list[RuleResult]:
+def combine(table: str, rules: list[Rule], reports: list[dict], schema: pa.Schema,
+            keys: tuple[str, ...] = ()) -> list[RuleResult]:
     """On the driver: each rule's result on the whole batch from the executors' chunk reports."""
     by_rule: dict[int, list[dict]] = {}
     for report in reports:
@@ -60,7 +77,7 @@ def combine(table: str, rules: list[Rule], reports: list[dict], schema: pa.Schem
     results = []
     for index, rule in enumerate(rules):
         chunks = by_rule.get(index, [])
-        if rule.expectation in PER_ROW:
+        if chunked(rule, keys):
             results.append(RuleResult(
                 all(chunk["success"] for chunk in chunks),
                 sum(chunk["element_count"] or 0 for chunk in chunks),

@@ -41,6 +41,7 @@ from jobs.common.delta import (
 )
 from jobs.common.errors import KappaError
 from jobs.loader import audit
+from jobs.loader.merge import deletion_vectors
 from jobs.loader.offsets import PartitionRange, Until, cap_ranges, plan
 from jobs.loader.scale import choose_write_path
 from jobs.loader.suites import Rule, suite_rules
@@ -133,6 +134,8 @@ def _load_table(spark: SparkSession, cfg: KappaConfig, target: LoadTarget, *, un
     ranges = plan(cfg, spec, target.topic, snapshot, until=until, max_records=cfg.loader.max_records_per_run)
     rules = suite_rules(cfg, spec.name)
     result.write_path, why = choose_write_path(cfg, spec, rules, sum(r.records for r in ranges))
+    if result.write_path == "executors" and spec.mode == "merge" and deletion_vectors(snapshot):
+        result.write_path, why = "driver", "the table has deletion vectors: delta-rs merges it"
     if result.write_path == "driver":
         capped = cap_ranges(ranges, cfg.loader.driver_path_max_rows)
         result.cut, ranges = capped != ranges, capped
@@ -182,7 +185,8 @@ def _through_driver(cfg: KappaConfig, batch: _Batch, rows: pa.Table) -> None:
 
 
 def _through_executors(cfg: KappaConfig, batch: _Batch, rules: list[Rule], frame: DataFrame) -> None:
-    from jobs.loader.chunks import combine
+    from jobs.loader.chunks import combine, sort_keys
+    from jobs.loader.merge import check_on_executors, merge_on_executors, remove_actions
     from jobs.loader.quality import judge, keep_results
     from jobs.loader.scale import TaskPlan, add_actions, arrow_schema, write_on_executors
 
@@ -190,18 +194,31 @@ def _through_executors(cfg: KappaConfig, batch: _Batch, rules: list[Rule], frame
     spec, schema = target.spec, arrow_schema(frame)
     task = TaskPlan(spec.name, target.uri, table_uri(cfg.lake.root, quarantine_name(spec.name)),
                     spec.partition_by, tuple(rules), target.policy, batch.run_id,
-                    cfg.loader.executor_chunk_rows)
-    written = write_on_executors(frame, task)
-    if written.reports:  # none when the range held no rows: nothing to judge, as on the driver path
-        results = combine(spec.name, rules, written.reports, schema)
-        failed, blocking, records = judge(target, rules, results, batch.run_id)
-        keep_results(cfg, records)
-        _gate(target, result, failed, blocking, orphans=True)
-    if written.quarantine:
-        _quarantine(cfg, target, commit, files=add_actions(written.quarantine), schema=schema)
-        result.quarantined = written.quarantined
-    result.version = commit_files(target.uri, add_actions(written.data), schema, snapshot=batch.snapshot,
-                                  partition_by=spec.partition_by, commit=commit)
+                    cfg.loader.executor_chunk_rows, sort_keys(rules, spec.keys))
+    good = cached = None
+    if spec.mode == "merge":  # good rows stay on the executors until the verdict (jobs/loader/merge.py)
+        cached, good, written = check_on_executors(frame, task)
+    else:
+        written = write_on_executors(frame, task)
+    try:
+        if written.reports:  # none when the range held no rows: nothing to judge, as on the driver path
+            results = combine(spec.name, rules, written.reports, schema, task.keys)
+            failed, blocking, records = judge(target, rules, results, batch.run_id)
+            keep_results(cfg, records)
+            _gate(target, result, failed, blocking, orphans=True)
+        if written.quarantine:
+            _quarantine(cfg, target, commit, files=add_actions(written.quarantine), schema=schema)
+            result.quarantined = written.quarantined
+        removed: list[dict] = []
+        if good is not None:
+            written.data, removed = merge_on_executors(good, batch.snapshot, task, keys=spec.keys,
+                                                       newer=spec.newer)
+        result.version = commit_files(target.uri, add_actions(written.data) + remove_actions(removed), schema,
+                                      snapshot=batch.snapshot, partition_by=spec.partition_by, commit=commit,
+                                      removed=[item["path"] for item in removed])
+    finally:
+        if cached is not None:
+            cached.unpersist()
     result.rows, result.outcome = written.rows, "committed"
 
 

@@ -4,10 +4,11 @@ On a cluster the driver must not receive every row. ``mapInArrow`` runs on the e
 task cuts its rows into chunks of at most ``loader.executor_chunk_rows``, runs the per-row rules
 of the table's suite on each chunk (jobs/loader/chunks.py) and writes the chunk's rows as
 Parquet files under the table (one per partition value, Delta's ``<column>=<value>/`` layout,
-partition columns left out of the file). Under policy ``quarantine`` the failing rows go to
-files under the quarantine table; under ``fail`` a chunk with failing rows writes nothing (the
-batch will fail). A task returns small rows only: one per written file (path, size, partition
-values, records) and one per rule and chunk (counts, extremes). The driver combines them into
+partition columns left out of the file, with Delta stats: jobs/loader/files.py). Under policy
+``quarantine`` the failing rows go to files under the quarantine table; under ``fail`` a chunk
+with failing rows writes nothing (the batch will fail). A task returns small rows only: one per
+written file (path, size, partition values, records) and one per rule and chunk (counts,
+extremes). The driver combines them into
 the batch's verdict and commits the files' add actions with the Kafka offsets in one Delta
 transaction (:func:`jobs.common.delta.commit_files`). Files no commit references (a failed
 batch, a failed or speculative task attempt, a commit that lost a conflict) are orphans that
@@ -18,15 +19,15 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from jobs.common.config import KappaConfig
 from jobs.loader.chunks import executor_unready
+from jobs.loader.files import write_files
 from jobs.loader.suites import Rule
 from jobs.loader.tables import TableSpec
 
@@ -37,12 +38,12 @@ REPORT_SCHEMA = pa.schema([
     ("kind", pa.string()), ("path", pa.string()), ("size", pa.int64()), ("partition_values", pa.string()),
     ("records", pa.int64()), ("rule", pa.int32()), ("success", pa.bool_()), ("element_count", pa.int64()),
     ("unexpected_count", pa.int64()), ("rows_named", pa.bool_()), ("extreme", pa.string()),
+    ("stats", pa.string()),
 ])
 REPORT_DDL = ("kind string, path string, size long, partition_values string, records long, rule int, "
               "success boolean, element_count long, unexpected_count long, rows_named boolean, "
-              "extreme string")
-NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
-DATA, QUARANTINE, RULE = "data", "quarantine", "rule"
+              "extreme string, stats string")
+DATA, QUARANTINE, RULE, GOOD = "data", "quarantine", "rule", "good"
 DAEMON_MODULE = "jobs.loader.daemon"
 
 
@@ -59,6 +60,8 @@ class TaskPlan:
         policy: ``fail`` or ``quarantine``.
         run_id: recorded with quarantined rows.
         chunk_rows: rows validated and written at a time.
+        keys: when set, rows arrive hash-partitioned and sorted by these columns and a chunk is
+            cut only where they change (the unique rule on the key is measured per chunk).
     """
 
     table: str
@@ -69,6 +72,7 @@ class TaskPlan:
     policy: str
     run_id: str
     chunk_rows: int
+    keys: tuple[str, ...] = ()
 
 
 @dataclass
@@ -78,11 +82,16 @@ class Written:
     data: list[dict]
     quarantine: list[dict]
     reports: list[dict]
+    good: list[dict] = field(default_factory=list)
 
     @property
     def rows(self) -> int:
-        """Rows in the table's data files."""
-        return sum(item["records"] for item in self.data)
+        """The batch's rows that passed.
+
+        Counted from the data files, or apart on an executor merge, whose files also hold the
+        stored rows it rewrote.
+        """
+        return sum(item["records"] for item in self.good or self.data)
 
     @property
     def quarantined(self) -> int:
@@ -94,9 +103,7 @@ def choose_write_path(cfg: KappaConfig, spec: TableSpec, rules: Sequence[Rule],
                       records: int) -> tuple[str, str]:
     """``driver`` or ``executors`` for a batch of ``records`` offsets, and why (docs/tables.md)."""
     setting, master = cfg.loader.write_path, cfg.spark.master
-    if spec.mode != "append":
-        return "driver", f"{spec.mode} table: delta-rs merges on the driver"
-    unready = executor_unready(list(rules))
+    unready = executor_unready(list(rules), spec.keys)
     if unready:
         return "driver", f"rules {unready} need the whole batch at once"
     if setting != "auto":
@@ -135,11 +142,20 @@ def _cluster(master: str) -> bool:
 
 def write_on_executors(frame: DataFrame, plan: TaskPlan) -> Written:
     """Run the tasks; return their file and rule reports (small: no data rows reach the driver)."""
-    reports = [row.asDict() for row in frame.mapInArrow(_task(plan), REPORT_DDL).collect()]
-    by_kind: dict[str, list[dict]] = {DATA: [], QUARANTINE: [], RULE: []}
+    return written(row.asDict() for row in keyed(frame, plan).mapInArrow(_task(plan), REPORT_DDL).collect())
+
+
+def keyed(frame: DataFrame, plan: TaskPlan) -> DataFrame:
+    """``frame`` hash-partitioned and sorted by ``plan.keys`` (as it is when there are none)."""
+    return frame.repartition(*plan.keys).sortWithinPartitions(*plan.keys) if plan.keys else frame
+
+
+def written(reports: Iterable[dict]) -> Written:
+    """The tasks' reports sorted by kind."""
+    by_kind: dict[str, list[dict]] = {DATA: [], QUARANTINE: [], RULE: [], GOOD: []}
     for report in reports:
         by_kind[report["kind"]].append(report)
-    return Written(by_kind[DATA], by_kind[QUARANTINE], by_kind[RULE])
+    return Written(by_kind[DATA], by_kind[QUARANTINE], by_kind[RULE], by_kind[GOOD])
 
 
 def add_actions(files: list[dict]) -> list[Any]:
@@ -148,7 +164,7 @@ def add_actions(files: list[dict]) -> list[Any]:
 
     now_ms = int(time.time() * 1000)
     return [AddAction(item["path"], item["size"], json.loads(item["partition_values"]), now_ms, True,
-                      json.dumps({"numRecords": item["records"]})) for item in files]
+                      item.get("stats") or json.dumps({"numRecords": item["records"]})) for item in files]
 
 
 def arrow_schema(frame: DataFrame) -> pa.Schema:
@@ -166,62 +182,65 @@ def quarantine_schema(schema: pa.Schema) -> pa.Schema:
 
 def _task(plan: TaskPlan) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for chunk in _chunks(batches, plan.chunk_rows):
-            yield pa.RecordBatch.from_pylist(_process(plan, chunk), schema=REPORT_SCHEMA)
+        for chunk in chunks(batches, plan.chunk_rows, plan.keys):
+            reports, good = check(plan, chunk)
+            if good is not None:
+                reports += [{"kind": DATA, **item} for item in write_files(plan.uri, good, plan.partition_by)]
+            yield pa.RecordBatch.from_pylist(reports, schema=REPORT_SCHEMA)
 
     return run
 
 
-def _chunks(batches: Iterator[pa.RecordBatch], size: int) -> Iterator[pa.Table]:
+def chunks(batches: Iterator[pa.RecordBatch], size: int, keys: Sequence[str] = ()) -> Iterator[pa.Table]:
+    """``batches`` regrouped into tables of about ``size`` rows.
+
+    With ``keys`` (rows sorted by them) a table ends only where the key changes, so every row of
+    a key lies in one table.
+    """
     pending: list[pa.RecordBatch] = []
     count = 0
     for batch in batches:
         pending.append(batch)
         count += batch.num_rows
-        if count >= size:
-            yield pa.Table.from_batches(pending)
-            pending, count = [], 0
+        if count < size:
+            continue
+        table = pa.Table.from_batches(pending)
+        cut = _last_key_start(table, keys) if keys else table.num_rows
+        if cut:
+            yield table.slice(0, cut)
+            rest = table.slice(cut)
+            pending, count = rest.to_batches(), rest.num_rows
     if count:
         yield pa.Table.from_batches(pending)
 
 
-def _process(plan: TaskPlan, rows: pa.Table) -> list[dict]:
+def _last_key_start(table: pa.Table, keys: Sequence[str]) -> int:
+    """Where the last run of equal keys starts (0: the whole table is one key)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    changed = np.zeros(table.num_rows - 1, dtype=bool)
+    for key in keys:
+        column = table[key]
+        differs = pc.not_equal(column.slice(1), column.slice(0, table.num_rows - 1))
+        changed |= pc.fill_null(differs, False).to_numpy(zero_copy_only=False)  # null: no cut
+    starts = np.flatnonzero(changed)
+    return int(starts[-1]) + 1 if starts.size else 0
+
+
+def check(plan: TaskPlan, rows: pa.Table) -> tuple[list[dict], pa.Table | None]:
+    """Run the chunked rules on ``rows``; return the reports and the good rows.
+
+    Failing rows go to quarantine files (policy ``quarantine``); under ``fail`` a chunk with
+    failing rows returns None for the good rows (the batch fails: write nothing).
+    """
     from jobs.loader.chunks import chunk_report
     from jobs.loader.quality import split_rows
 
-    reports, reasons = chunk_report(plan.table, list(plan.rules), rows)
+    reports, reasons = chunk_report(plan.table, list(plan.rules), rows, plan.keys)
     out = [{"kind": RULE, **report} for report in reports]
     if reasons and plan.policy == "fail":
-        return out  # the batch fails: its files would only be orphans
+        return out, None  # the batch fails: its files would only be orphans
     good, bad = split_rows(rows, reasons, plan.run_id)
-    out += [{"kind": DATA, **item} for item in _write(plan.uri, good, plan.partition_by)]
-    out += [{"kind": QUARANTINE, **item} for item in _write(plan.quarantine_uri, bad, ())]
-    return out
-
-
-def _write(uri: str, table: pa.Table, partition_by: Sequence[str]) -> list[dict]:
-    """Write ``table`` as one Parquet file per partition value under ``uri``; describe the files."""
-    import pyarrow.compute as pc
-    import pyarrow.fs as pafs
-    import pyarrow.parquet as pq
-
-    if table.num_rows == 0:
-        return []
-    filesystem, root = pafs.FileSystem.from_uri(uri if "://" in uri else f"file://{uri}")
-    columns = list(partition_by)
-    keys = table.select(columns).group_by(columns).aggregate([]).to_pylist() if columns else [{}]
-    files = []
-    for key in keys:
-        part = table
-        for column, value in key.items():
-            match = pc.is_null(part[column]) if value is None else pc.equal(part[column], value)
-            part = part.filter(match)
-        values = {column: None if value is None else str(value) for column, value in key.items()}
-        folder = "/".join(f"{column}={NULL_PARTITION if value is None else value}"
-                          for column, value in values.items())
-        relative = f"{folder}/part-{uuid.uuid4().hex}.parquet".lstrip("/")
-        filesystem.create_dir(f"{root}/{folder}".rstrip("/"), recursive=True)
-        pq.write_table(part.drop_columns(columns), f"{root}/{relative}", filesystem=filesystem)
-        files.append({"path": relative, "size": filesystem.get_file_info(f"{root}/{relative}").size,
-                      "partition_values": json.dumps(values), "records": part.num_rows})
-    return files
+    out += [{"kind": QUARANTINE, **item} for item in write_files(plan.quarantine_uri, bad, ())]
+    return out, good

@@ -30,6 +30,22 @@ def _kappa(env: dict[str, str], *args: str, log=subprocess.PIPE) -> subprocess.P
                             stderr=subprocess.STDOUT if log is not subprocess.PIPE else log, text=True)
 
 
+def _kill_9_once_reading(env: dict[str, str], after_s: float) -> None:
+    """Start `kappa load`, SIGKILL it ``after_s`` seconds after it says it is reading."""
+    proc = _kappa(env)
+    try:
+        deadline = time.monotonic() + 240
+        line = ""
+        while "reading" not in line and time.monotonic() < deadline:
+            line = proc.stderr.readline() if proc.stderr else ""
+            assert line or proc.poll() is None, "kappa load exited before it started reading"
+        time.sleep(after_s)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait(30)
+
+
 def _coverage(cfg, count: int, partitions: int = 3) -> None:
     """Every offset of every partition exactly once; every rsvp_id exactly once."""
     rows = DeltaTable(table_uri(cfg.lake.root, BRONZE)).to_pyarrow_table(
@@ -57,18 +73,7 @@ def _commit_ranges(cfg) -> list[tuple[int, int, int]]:
 def test_kill_9_during_load_then_rerun_is_exactly_once(lake, spark, kafka_props, write_path):
     env = lake({BRONZE: {}}, write_path=write_path)
     produce_raw(kafka_props, env.topics[BRONZE], 20_000)
-    proc = _kappa(env.env)
-    try:
-        deadline = time.monotonic() + 240
-        line = ""
-        while "reading" not in line and time.monotonic() < deadline:
-            line = proc.stderr.readline() if proc.stderr else ""
-            assert line or proc.poll() is None, "kappa load exited before it started reading"
-        time.sleep(1.0)
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.kill()
-        proc.wait(30)
+    _kill_9_once_reading(env.env, after_s=1.0)
     results = run_load(spark, env.cfg, targets(env.cfg), parse_until("latest"))
     assert results[0].outcome in ("committed", "noop")
     assert results[0].outcome == "noop" or results[0].write_path == write_path
@@ -89,6 +94,9 @@ def test_two_concurrent_loads_never_commit_the_same_range(lake, kafka_props, tmp
     assert sorted(codes) in ([0, 0], [0, 4]), outputs
     if 4 in codes:
         assert "another writer committed first" in outputs[codes.index(4)]
+    # the path each run took, named in its progress line (executors: with GX preloaded in the
+    # executors' worker daemon, jobs/loader/daemon.py, which loader.write_path=executors selects)
+    assert f"{write_path} path: loader.write_path={write_path}" in outputs[codes.index(0)]
     ranges = _commit_ranges(env.cfg)
     covered = Counter((p, o) for p, start, end in ranges for o in range(start, end))
     assert max(covered.values()) == 1 and len(covered) == 3_000
@@ -103,12 +111,17 @@ def test_two_concurrent_loads_never_commit_the_same_range(lake, kafka_props, tmp
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_100k_records_counts_match_offsets_and_silver_is_unique(lake, spark, kafka_props):
-    env = lake({BRONZE: {}, "silver.rsvps": {"quality_policy": "fail"}})
+    """On the executor path; silver in two loads, the second merging 10,000 newer versions."""
+    env = lake({BRONZE: {}, "silver.rsvps": {"quality_policy": "fail"}}, write_path="executors")
     produce_raw(kafka_props, env.topics[BRONZE], 100_000)
-    produce(kafka_props, env.topics["silver.rsvps"], [
+    silver_topic = env.topics["silver.rsvps"]
+    produce(kafka_props, silver_topic, [
         (str(i).encode(), analyzed(i % 90_000 + 1, BASE_MS + i, offset=i), i % 3) for i in range(100_000)])
+    half = json.dumps({silver_topic: {"0": 16_667, "1": 16_667, "2": 16_666}})  # records 0-49,999
+    first = run_load(spark, env.cfg, targets(env.cfg, ["silver.rsvps"]), parse_until(half))
+    assert [(r.outcome, r.rows, r.write_path) for r in first] == [("committed", 50_000, "executors")]
     results = run_load(spark, env.cfg, targets(env.cfg), parse_until("latest"))
-    assert [(r.outcome, r.rows) for r in results] == [("committed", 100_000), ("committed", 90_000)]
+    assert [(r.outcome, r.rows) for r in results] == [("committed", 100_000), ("committed", 50_000)]
     bronze = DeltaTable(table_uri(env.cfg.lake.root, BRONZE))
     per_partition = Counter(bronze.to_pyarrow_table(columns=["kafka_partition"]).column(0).to_pylist())
     assert per_partition == {p: r.end - r.start for r in results[0].ranges for p in [r.partition]}
@@ -119,3 +132,30 @@ def test_100k_records_counts_match_offsets_and_silver_is_unique(lake, spark, kaf
     assert len(silver) == 90_000 and len({r["rsvp_id"] for r in silver}) == 90_000
     latest = {r["rsvp_id"]: r["event_time_ms"] for r in silver}
     assert latest[1] == BASE_MS + 90_000 and latest[90_000] == BASE_MS + 89_999
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_kill_9_during_an_executor_merge_then_rerun_is_exactly_once(lake, spark, kafka_props):
+    """silver.rsvps on the executor path: 3,000 ids loaded, then a merge of 3,000 more records
+    (1,500 newer versions of stored ids) killed with SIGKILL mid-run, then re-run."""
+    silver = "silver.rsvps"
+    env = lake({silver: {}}, write_path="executors")
+    topic = env.topics[silver]
+    produce(kafka_props, topic, [(str(i).encode(), analyzed(i % 4_500 + 1, BASE_MS + i, offset=i), i % 3)
+                                 for i in range(6_000)])
+    half = json.dumps({topic: {"0": 1_000, "1": 1_000, "2": 1_000}})  # records 0-2,999
+    first = run_load(spark, env.cfg, targets(env.cfg), parse_until(half))[0]
+    assert (first.outcome, first.rows) == ("committed", 3_000)
+    _kill_9_once_reading(env.env, after_s=3.0)  # into the check / match / rewrite jobs
+    table = DeltaTable(table_uri(env.cfg.lake.root, silver))
+    assert table.version() == 0  # the kill came before the merge's commit (the GX import alone takes longer)
+    again = run_load(spark, env.cfg, targets(env.cfg), parse_until("latest"))[0]
+    assert (again.outcome, again.rows, again.write_path) == ("committed", 3_000, "executors")
+    table = DeltaTable(table_uri(env.cfg.lake.root, silver))
+    rows = table.to_pyarrow_table(columns=["rsvp_id", "event_time_ms"]).to_pylist()
+    latest = {r["rsvp_id"]: r["event_time_ms"] for r in rows}
+    assert len(rows) == 4_500 == len(latest)
+    # ids 1-1,500 were sent twice (records i and i + 4,500): the later one wins
+    assert latest == {i % 4_500 + 1: BASE_MS + i for i in range(6_000) if i >= 1_500}
+    assert [table.transaction_version(f"kappa-loader/{silver}/{topic}/{p}") for p in range(3)] == [2_000] * 3

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from deltalake import DeltaTable
 
 from jobs.common.delta import open_delta, table_uri
@@ -45,9 +46,12 @@ def _gold_records() -> list[tuple[bytes, bytes, int]]:
     return [(key.encode(), value, index % 3) for index, (key, value) in enumerate(rows)]
 
 
-def test_silver_gold_quarantine_and_bi_queries(lake, spark, kafka_props):
+@pytest.mark.parametrize("loader", [{}, {"write_path": "executors", "executor_chunk_rows": 2}],
+                         ids=["driver", "executors"])
+def test_silver_gold_quarantine_and_bi_queries(lake, spark, kafka_props, loader):
     env = lake({"bronze.rsvps_raw": {}, GOLD: {"quality_policy": "fail"}, "ops.dlq": {},
-                SILVER: {"quality_policy": "quarantine"}})
+                SILVER: {"quality_policy": "quarantine"}}, **loader)
+    path = loader.get("write_path", "driver")
     produce_raw(kafka_props, env.topics["bronze.rsvps_raw"], 4)
     produce(kafka_props, env.topics["ops.dlq"], [(None, b"{", 0), (None, b"x", 0)],
             headers=[("kappa.reason", b"invalid_json: Expecting value")])
@@ -55,9 +59,9 @@ def test_silver_gold_quarantine_and_bi_queries(lake, spark, kafka_props):
     produce(kafka_props, env.topics[GOLD], _gold_records())
 
     results = run_load(spark, env.cfg, targets(env.cfg), parse_until("latest"))
-    assert [(r.table, r.outcome, r.rows, r.quarantined) for r in results] == [
-        ("bronze.rsvps_raw", "committed", 4, 0), (GOLD, "committed", 3, 0),
-        ("ops.dlq", "committed", 2, 0), (SILVER, "committed", 4, 1)]
+    assert [(r.table, r.outcome, r.rows, r.quarantined, r.write_path) for r in results] == [
+        ("bronze.rsvps_raw", "committed", 4, 0, path), (GOLD, "committed", 3, 0, path),
+        ("ops.dlq", "committed", 2, 0, path), (SILVER, "committed", 4, 1, path)]
 
     silver = DeltaTable(table_uri(env.cfg.lake.root, SILVER)).to_pyarrow_table().to_pylist()
     by_id = {row["rsvp_id"]: row for row in silver}

@@ -145,19 +145,6 @@ def test_fail_policy_on_executors_commits_nothing_and_maintain_clears_the_orphan
     assert open_delta(table_uri(env.cfg.lake.root, QUARANTINE)) is None
 
 
-@pytest.mark.slow  # a second Spark process: 57-85 s on the shared 2-core machine
-def test_kappa_load_on_executors_with_the_preloading_worker_daemon(lake, kafka_props, run_kappa):
-    env = lake({BRONZE: {}}, write_path="executors")
-    produce_raw(kafka_props, env.topics[BRONZE], 7)
-    result = run_kappa("load", "--json", env=env.env, timeout=300)
-    assert result.returncode == 0, result.stderr[-2000:]
-    [loaded] = json.loads(result.stdout)
-    assert (loaded["outcome"], loaded["rows"], loaded["write_path"]) == ("committed", 7, "executors")
-    assert "executors path: loader.write_path=executors" in result.stderr
-    rows = DeltaTable(table_uri(env.cfg.lake.root, BRONZE)).to_pyarrow_table(columns=["rsvp_id"])
-    assert sorted(rows.column(0).to_pylist()) == list(range(1, 8))
-
-
 def test_bad_write_path_exits_2_with_one_line(run_kappa):
     result = run_kappa("load", env={"KAPPA_LOADER__WRITE_PATH": "sideways"})
     assert result.returncode == 2

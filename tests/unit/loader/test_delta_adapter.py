@@ -82,3 +82,38 @@ def test_two_writers_creating_the_table_cannot_both_commit(tmp_path):
     with pytest.raises(DeltaConflictError, match="another writer committed first"):
         write_delta(uri, _rows([1, 2]), snapshot=None, commit=Commit({"app/t/0": 2}))
     assert open_delta(uri).to_pyarrow_table().num_rows == 2
+
+
+def test_a_merge_commit_that_rewrites_a_compacted_file_conflicts(tmp_path):
+    """delta-rs itself lets such a commit pass (deltalake 1.6.6): commit_files checks it."""
+    import json
+    import time
+
+    import pyarrow.parquet as pq
+    from deltalake.transaction import AddAction, RemoveAction
+
+    from jobs.common.delta import commit_files
+
+    uri = table_uri(str(tmp_path), "silver.rsvps")
+    write_delta(uri, _rows([1, 2]), snapshot=None, commit=Commit({"app/t/0": 2}))
+    write_delta(uri, _rows([3]), snapshot=open_delta(uri), commit=Commit({"app/t/0": 3}))
+    planned = open_delta(uri)
+    touched = next(path for path in planned.file_uris() if len(pq.read_table(path)) == 1)
+    relative = touched.rsplit("/", 1)[1]
+    open_delta(uri).optimize.compact()  # a concurrent `kappa maintain`: the file is replaced
+    pq.write_table(_rows([3]), f"{uri}/new.parquet")  # the merge's rewrite of id 3
+    now = int(time.time() * 1000)
+    actions = [RemoveAction(relative, True, now, 1, {}),
+               AddAction("new.parquet", 1, {}, now, True, json.dumps({"numRecords": 1}))]
+
+    with pytest.raises(DeltaConflictError, match="replaced 1 of the files this merge rewrites"):
+        commit_files(uri, actions, _rows([3]).schema, snapshot=planned, partition_by=(),
+                     commit=Commit({"app/t/0": 4}), removed=[relative])
+    assert sorted(open_delta(uri).to_pyarrow_table().column("rsvp_id").to_pylist()) == [1, 2, 3]
+
+    planned = open_delta(uri)  # two merges of the same range: the second finds its offsets moved
+    files = [path.rsplit("/", 1)[1] for path in planned.file_uris()]
+    write_delta(uri, _rows([4]), snapshot=open_delta(uri), commit=Commit({"app/t/0": 4}))
+    with pytest.raises(DeltaConflictError, match="moved 1 of its offsets"):
+        commit_files(uri, actions[1:], _rows([3]).schema, snapshot=planned, partition_by=(),
+                     commit=Commit({"app/t/0": 4}), removed=files[:1])

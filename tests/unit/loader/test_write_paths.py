@@ -14,10 +14,11 @@ import pytest
 
 from jobs.common.config import load_config
 from jobs.common.errors import ConfigError
-from jobs.loader.chunks import chunk_report, combine, executor_unready
+from jobs.loader.chunks import chunk_report, combine, executor_unready, sort_keys
+from jobs.loader.files import NULL_PARTITION, file_stats, write_files
 from jobs.loader.offsets import PartitionRange, cap_ranges
 from jobs.loader.quality import judge, measure, split_rows
-from jobs.loader.scale import NULL_PARTITION, _write, choose_write_path, worker_conf
+from jobs.loader.scale import choose_write_path, chunks, worker_conf
 from jobs.loader.suites import Rule, suite_rules
 from jobs.loader.tables import SPECS, LoadTarget
 
@@ -38,15 +39,14 @@ def _cfg(**loader: object):
     ("bronze.rsvps_raw", {}, "local-cluster[2,1,1024]", 5, "executors"),
     ("bronze.rsvps_raw", {"write_path": "driver"}, "yarn", 9_000_000, "driver"),
     ("ops.dlq", {"write_path": "executors"}, "local[2]", 1, "executors"),
-    ("silver.rsvps", {"write_path": "executors"}, "yarn", 9_000_000, "driver"),
-    ("gold.rsvp_summaries", {"write_path": "executors"}, "local[2]", 1, "driver"),
+    ("silver.rsvps", {}, "yarn", 9_000_000, "executors"),
+    ("silver.rsvps", {}, "local[2]", 500_000, "driver"),
+    ("gold.rsvp_summaries", {"write_path": "executors"}, "local[2]", 1, "executors"),
 ])
 def test_write_path_choice(table, loader, master, records, path):
     cfg = _cfg(**loader).model_copy(update={"spark": _cfg().spark.model_copy(update={"master": master})})
     chosen, why = choose_write_path(cfg, SPECS[table], suite_rules(cfg, table), records)
     assert chosen == path, why
-    if table.startswith(("silver", "gold")):
-        assert why == "merge table: delta-rs merges on the driver"
 
 
 @pytest.mark.parametrize(("write_path", "master", "daemon"), [
@@ -63,6 +63,9 @@ def test_a_rule_that_needs_the_whole_batch_keeps_the_driver_path():
     cfg = _cfg(write_path="executors")
     unique = Rule("rsvp_id is unique", "ExpectColumnValuesToBeUnique", {"column": "rsvp_id"})
     assert executor_unready(suite_rules(cfg, "silver.rsvps")) == ["rsvp_id is unique"]
+    assert executor_unready(suite_rules(cfg, "silver.rsvps"), ("rsvp_id",)) == []  # chunks cut by key
+    assert sort_keys(suite_rules(cfg, "silver.rsvps"), ("rsvp_id",)) == ("rsvp_id",)
+    assert sort_keys(suite_rules(cfg, "gold.rsvp_summaries"), ("key",)) == ()
     assert executor_unready(suite_rules(cfg, "bronze.rsvps_raw")) == []
     chosen, why = choose_write_path(cfg, BRONZE, [*suite_rules(cfg, "bronze.rsvps_raw"), unique], 10)
     assert (chosen, why) == ("driver", "rules ['rsvp_id is unique'] need the whole batch at once")
@@ -131,11 +134,49 @@ def test_executor_files_use_deltas_partition_layout(tmp_path):
 
     day = dt.date(2026, 1, 2)
     rows = pa.table({"id": [1, 2, 3], "event_date": pa.array([day, None, day], pa.date32())})
-    files = sorted(_write(str(tmp_path), rows, ["event_date"]), key=lambda f: f["path"])
+    files = sorted(write_files(str(tmp_path), rows, ["event_date"]), key=lambda f: f["path"])
     assert [(f["path"].split("/")[0], json.loads(f["partition_values"]), f["records"]) for f in files] == [
         ("event_date=2026-01-02", {"event_date": "2026-01-02"}, 2),
         (f"event_date={NULL_PARTITION}", {"event_date": None}, 1)]
     first = pq.read_table(tmp_path / files[0]["path"])
     assert first.column_names == ["id"] and first.column("id").to_pylist() == [1, 3]
     assert files[0]["size"] == (tmp_path / files[0]["path"]).stat().st_size
-    assert _write(str(tmp_path), rows.slice(0, 0), ["event_date"]) == []
+    assert write_files(str(tmp_path), rows.slice(0, 0), ["event_date"]) == []
+
+
+def test_chunks_cut_only_where_the_sort_key_changes():
+    batches = pa.table({"k": [1, 1, 2, 2, 2, 3, None, None], "v": list(range(8))}).to_batches(max_chunksize=1)
+    assert [t["k"].to_pylist() for t in chunks(iter(batches), 2, ("k",))] == [
+        [1, 1], [2, 2, 2], [3, None, None]]  # a null after a value is no cut: never splits a key
+    assert [t.num_rows for t in chunks(iter(batches), 3)] == [3, 3, 2]
+    whole = [t["k"].to_pylist() for t in chunks(iter(batches), 100, ("k",))]
+    assert whole == [[1, 1, 2, 2, 2, 3, None, None]]
+
+
+def test_uniqueness_over_key_cut_chunks_is_judged_like_the_whole_batch():
+    cfg = _cfg()
+    rules = [r for r in suite_rules(cfg, "silver.rsvps") if r.expectation == "ExpectColumnValuesToBeUnique"]
+    rows = pa.table({"rsvp_id": pa.array([1, 2, 2, 3, 4, 4, 4], pa.int64())})
+    first, first_bad = chunk_report("silver.rsvps", rules, rows.slice(0, 3), ("rsvp_id",))
+    second, second_bad = chunk_report("silver.rsvps", rules, rows.slice(3), ("rsvp_id",))
+    assert (first_bad, second_bad) == ({1: ["rsvp_id is unique"], 2: ["rsvp_id is unique"]},
+                                       {1: ["rsvp_id is unique"], 2: ["rsvp_id is unique"],
+                                        3: ["rsvp_id is unique"]})
+    [combined] = combine("silver.rsvps", rules, first + second, rows.schema, ("rsvp_id",))
+    assert (combined.success, combined.element_count, combined.unexpected_count) == (False, 7, 5)
+    [whole], _ = measure("silver.rsvps", rules, rows)
+    assert whole == combined
+
+
+def test_executor_files_carry_min_max_and_null_count_stats():
+    import datetime as dt
+
+    stamp = dt.datetime(2026, 1, 1, 0, 0, 0, 1500, tzinfo=dt.UTC)
+    data = pa.table({"id": pa.array([3, None, 1], pa.int64()), "city": ["Madrid", "Barcelona", None],
+                     "at": pa.array([stamp, stamp, None], pa.timestamp("us", "UTC")),
+                     "long": ["x" * 40, "y", "z"], "topics": [["a"], [], None]})
+    assert json.loads(file_stats(data)) == {
+        "numRecords": 3,
+        "minValues": {"id": 1, "city": "Barcelona", "at": "2026-01-01T00:00:00.001Z"},
+        "maxValues": {"id": 3, "city": "Madrid", "at": "2026-01-01T00:00:00.002Z"},  # rounded up
+        "nullCount": {"id": 1, "city": 1, "at": 1, "long": 0, "topics": 1}}
