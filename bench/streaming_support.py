@@ -56,13 +56,17 @@ class RssSampler:
     """Peak RSS of the driver JVM + its descendants (and of each part), and of this process.
 
     Sampled every 0.2 s; each part's peak is its own, so ``jvm`` + ``python_workers`` can exceed
-    ``jvm_and_python_workers`` (their peaks need not coincide).
+    ``jvm_and_python_workers`` (their peaks need not coincide). The ``*_pss`` peaks sum the
+    proportional set size instead: the Python workers are forked from one daemon and share its
+    pages (interpreter, pyarrow, pandas), which an RSS sum counts once per worker and a PSS sum
+    once in all.
     """
 
     def __init__(self) -> None:
         self.me = psutil.Process()
         self.peak = {"jvm_and_python_workers": 0, "jvm": 0, "python_workers": 0,
-                     "driver_python_and_bench": 0, "total": 0}
+                     "driver_python_and_bench": 0, "total": 0, "jvm_and_python_workers_pss": 0,
+                     "python_workers_pss": 0}
         self.workers_peak = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -79,21 +83,24 @@ class RssSampler:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                jvm = workers = 0
+                jvm = workers = jvm_pss = workers_pss = 0
                 for child in self.me.children():
                     if child.name() != "java":
                         continue
                     jvm += child.memory_info().rss
+                    jvm_pss += _pss(child)
                     for sub in child.children(recursive=True):
                         try:
                             workers += sub.memory_info().rss
+                            workers_pss += _pss(sub)
                         except psutil.NoSuchProcess:
                             pass
                 tree = jvm + workers
                 mine = self.me.memory_info().rss
                 for name, value in (("jvm_and_python_workers", tree), ("jvm", jvm),
                                     ("python_workers", workers), ("driver_python_and_bench", mine),
-                                    ("total", tree + mine)):
+                                    ("total", tree + mine), ("python_workers_pss", workers_pss),
+                                    ("jvm_and_python_workers_pss", jvm_pss + workers_pss)):
                     self.peak[name] = max(self.peak[name], value)
             except psutil.Error:
                 pass
@@ -102,6 +109,14 @@ class RssSampler:
     def peaks(self) -> dict[str, int]:
         """Peak MiB per group."""
         return {name: round(value / 2**20) for name, value in self.peak.items()}
+
+
+def _pss(process: psutil.Process) -> int:
+    """Proportional set size (/proc/<pid>/smaps_rollup); 0 where the kernel does not tell."""
+    try:
+        return int(getattr(process.memory_full_info(), "pss", 0))
+    except psutil.AccessDenied:
+        return 0
 
 
 def produce(props: dict[str, str], topic: str, records: int, seed: int, start: int | None = None
