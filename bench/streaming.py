@@ -98,6 +98,7 @@ def run(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
         "partitions": PARTITIONS, "spark_master": cfg.spark.master,
         "shuffle_partitions": cfg.spark.shuffle_partitions,
         "max_records_per_partition": cfg.streaming.max_records_per_partition,
+        "read_in_tasks": cfg.streaming.read_in_tasks,
         "broker": "embedded noida-db" if cfg.kafka.embedded else cfg.kafka.bootstrap_servers,
         "produce_s": round(produce_s, 2)}
     rss = RssSampler()
@@ -203,6 +204,8 @@ def _config(args: argparse.Namespace, folder: Path) -> KappaConfig:
         overrides["spark.shuffle_partitions"] = args.shuffle_partitions
     if args.max_records_per_partition:
         overrides["streaming.max_records_per_partition"] = args.max_records_per_partition
+    if args.records_through_jvm:
+        overrides["streaming.read_in_tasks"] = False
     if args.bootstrap:
         overrides |= {"kafka.bootstrap_servers": args.bootstrap, "kafka.embedded": False,
                       "redis.embedded": False, "redis.port": args.redis_port}
@@ -226,6 +229,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                         help="also time the Spark pass with parts switched off (streaming_breakdown.py)")
     parser.add_argument("--max-records-per-partition", type=int,
                         help="streaming.max_records_per_partition (split ranges into more tasks)")
+    parser.add_argument("--records-through-jvm", action="store_true",
+                        help="streaming.read_in_tasks=false: the source reads the records, which "
+                             "cross into the JVM and back to the tasks (the job before 2026-11-24)")
     parser.add_argument("--shuffle-partitions", type=int, help="override spark.shuffle_partitions")
     parser.add_argument("--bootstrap", help="an existing Kafka (default: embedded Kafka and Redis)")
     parser.add_argument("--redis-port", type=int, default=6379, help="with --bootstrap")

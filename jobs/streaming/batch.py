@@ -85,6 +85,8 @@ class BatchProcessor:
         self._latest: Consumer | None = None
         self.positions: dict[Partition, int] = {}
         self.totals = Totals()
+        self.source: dict[str, str] | None = None
+        """The Kafka read's options when the query's source emits offset ranges (set by the job)."""
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         """Process one micro-batch; report an exception to platform.errors, then re-raise."""
@@ -131,7 +133,8 @@ class BatchProcessor:
         return TaskPlan(rules=self.rules, windows=self.windows, watermark_ms=used.watermark_ms,
                         fence=dict(fence), analyzed_topic=s.analyzed_topic if produces else None,
                         dlq_topic=s.dlq_topic if produces else None,
-                        kafka=self.cfg.kafka.client_config(), count=self.redis is not None)
+                        kafka=self.cfg.kafka.client_config(), count=self.redis is not None,
+                        source=self.source)
 
     def _apply_redis(self, increments: list[dict[str, Any]], fence: dict[Partition, int], *,
                      stats: list[dict[str, Any]], batch_id: int,

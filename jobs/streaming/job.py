@@ -19,7 +19,8 @@ from typing import Any, Literal
 
 from jobs.common.config import KappaConfig
 from jobs.common.errors import KappaError
-from jobs.common.kafka.adapter import Bound, read_kafka
+from jobs.common.kafka.adapter import Bound, read_options
+from jobs.common.spark import choose_backends
 from jobs.streaming.batch import KAFKA, REDIS, BatchProcessor, windows_from
 from jobs.streaming.preflight import check_retention
 from jobs.streaming.state import QueryLock, WatermarkLog, check_fingerprint, checkpoint_path, fingerprint
@@ -151,8 +152,13 @@ def _run_query(spark, cfg: KappaConfig, spec: RunSpec, query: str, checkpoint: s
                "failOnDataLoss": str(s.fail_on_data_loss and not spec.skip_lost).lower()}
     if s.max_records_per_partition:
         options["maxRecordsPerPartition"] = s.max_records_per_partition
-    source = read_kafka(spark, cfg, topics=[s.source_topic], starting=spec.starting,
-                        ending=spec.ending, stream=True, options=options, checkpoint=checkpoint)
+    ranges = s.read_in_tasks and choose_backends(cfg).kafka == "python"
+    if ranges:  # the tasks read their ranges themselves: the records never enter the JVM
+        options["emitRanges"] = "true"
+    fmt, opts = read_options(cfg, topics=[s.source_topic], starting=spec.starting,
+                             ending=spec.ending, stream=True, options=options, checkpoint=checkpoint)
+    processor.source = opts if ranges else None
+    source = spark.readStream.format(fmt).options(**opts).load()
     writer = (source.writeStream.foreachBatch(processor).queryName(query)
               .option("checkpointLocation", checkpoint))
     if spec.mode == "replay":

@@ -11,6 +11,9 @@ shuffle: docs/streaming.md ("One pass per batch") has the measurements behind th
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import functools
 import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -18,6 +21,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from jobs.common.kafka.consumer import read_range
+from jobs.common.kafka.offsets import OffsetRange
+from jobs.common.kafka.options import parse_source_options
 from jobs.common.kafka.sink import TaskProducer
 from jobs.streaming.aggregates import INCREMENT_SCHEMA, Windows, increment_arrow_schema
 from jobs.streaming.records import (
@@ -34,6 +40,7 @@ STATS_KIND = "_stats"
 TASK_SCHEMA = INCREMENT_SCHEMA
 """Increment rows, plus one ``_stats`` row per (topic, partition, applicable) with JSON in ``label``."""
 STAT_COUNTS = ("input_rows", "valid_rows", "dlq_rows", "late_rows")
+RANGE_COLUMNS = ("topic", "partition", "startOffset", "endOffset")
 
 
 @dataclass(frozen=True)
@@ -49,6 +56,8 @@ class TaskPlan:
     kafka: Mapping[str, str]
     flush_timeout_ms: int = 120_000
     count: bool = True
+    source: Mapping[str, str] | None = None
+    """The Kafka read's options when the input is offset ranges (``emitRanges``), else None."""
 
     @property
     def produces(self) -> bool:
@@ -64,7 +73,7 @@ def batch_task(plan: TaskPlan) -> Callable[[Iterator[pa.RecordBatch]], Iterator[
         increments = Increments(plan.windows) if plan.count else None
         stats: dict[tuple[str, int, bool], list[Any]] = {}
         try:
-            for batch in batches:
+            for batch in task_records(batches, plan.source):
                 _one_batch(batch, plan, producer, increments, stats)
         except BaseException:
             if producer is not None:
@@ -74,10 +83,55 @@ def batch_task(plan: TaskPlan) -> Callable[[Iterator[pa.RecordBatch]], Iterator[
             producer.finish()
         rows = increments.rows() if increments is not None else []
         rows += [_stats_row(key, value) for key, value in stats.items()]
-        if rows:
-            yield pa.RecordBatch.from_pylist(rows, schema=increment_arrow_schema())
+        output = pa.RecordBatch.from_pylist(rows, schema=increment_arrow_schema()) if rows else None
+        del rows, increments, stats
+        release_memory()
+        if output is not None:
+            yield output
 
     return run
+
+
+def release_memory() -> None:
+    """Hand the memory a task freed back to the OS.
+
+    Spark keeps a Python worker for its next task, and without this the worker keeps its high-water
+    mark: glibc keeps freed pages in its arenas and Arrow's allocator keeps its pool. A task that
+    read a whole partition (the embedded broker's answer to one fetch) would hold that size until
+    the worker is closed. Measured in docs/benchmarks.md ("Streaming job").
+    """
+    pa.default_memory_pool().release_unused()
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)
+
+
+@functools.cache
+def _libc() -> Any:
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+    except OSError:
+        return None
+    return libc if libc is not None and hasattr(libc, "malloc_trim") else None  # glibc only
+
+
+def task_records(batches: Iterator[pa.RecordBatch], source: Mapping[str, str] | None
+             ) -> Iterator[pa.RecordBatch]:
+    """The task's Kafka records: its input, or read here from the offset ranges it was given.
+
+    Reading the ranges in the task (the source emitting only ``emitRanges`` rows) keeps the
+    records out of the JVM: they never cross from the source's Python worker into Spark rows and
+    back into this worker as Arrow (docs/streaming.md, "Ranges in, records read by the task").
+    """
+    if source is None:
+        yield from batches
+        return
+    options = parse_source_options(source, streaming=True)
+    for batch in batches:
+        rows = zip(*(batch.column(name).to_pylist() for name in RANGE_COLUMNS), strict=True)
+        for topic, partition, start, end in rows:
+            yield from read_range(OffsetRange(topic, partition, start, end), options, spill=True)
 
 
 def kafka_millis(batch: pa.RecordBatch) -> list[int | None]:

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 JVM_FORMAT = "kafka"
-PYTHON_ONLY = {"commitoffsetstogroup", "datalosslogdir", "initialoffsetsfile", "flushtimeoutms"}
+PYTHON_ONLY = {"commitoffsetstogroup", "datalosslogdir", "initialoffsetsfile", "flushtimeoutms",
+               "emitranges"}
 STATE_FOLDER = "kafka-py"
 Bound = str | Mapping[str, Mapping[int | str, int]] | datetime
 _JAAS = {
@@ -56,6 +57,18 @@ def read_kafka(spark: SparkSession, cfg: KappaConfig, *, topics: str | Sequence[
         checkpoint: the streaming query's checkpoint; the Python source keeps its resolved
             initial offsets and data-loss ledger in ``<checkpoint>/kafka-py/`` (local paths).
     """
+    fmt, opts = read_options(cfg, topics=topics, pattern=pattern, starting=starting, ending=ending,
+                             stream=stream, options=options, checkpoint=checkpoint)
+    reader = spark.readStream if stream else spark.read
+    logger.info("read_kafka format=%s stream=%s topics=%s pattern=%s", fmt, stream, topics, pattern)
+    return reader.format(fmt).options(**opts).load()
+
+
+def read_options(cfg: KappaConfig, *, topics: str | Sequence[str] | None = None,
+                 pattern: str | None = None, starting: Bound = "earliest", ending: Bound | None = None,
+                 stream: bool = False, options: Mapping[str, Any] | None = None,
+                 checkpoint: str | None = None) -> tuple[str, dict[str, str]]:
+    """The format and options :func:`read_kafka` passes to Spark (same arguments)."""
     opts = {**_strategy(topics, pattern), **_bound("starting", starting)}
     if ending is not None:
         opts |= _bound("ending", ending)
@@ -64,10 +77,7 @@ def read_kafka(spark: SparkSession, cfg: KappaConfig, *, topics: str | Sequence[
         opts |= {"initialOffsetsFile": str(state / "initial-offsets.json"),
                  "dataLossLogDir": str(state / "data-loss")}
     opts |= {key: str(value) for key, value in (options or {}).items()}
-    fmt, opts = _route(cfg, opts)
-    reader = spark.readStream if stream else spark.read
-    logger.info("read_kafka format=%s stream=%s topics=%s pattern=%s", fmt, stream, topics, pattern)
-    return reader.format(fmt).options(**opts).load()
+    return _route(cfg, opts)
 
 
 def write_kafka(df: DataFrame, cfg: KappaConfig, *, topic: str | None = None,

@@ -32,13 +32,25 @@ KAFKA_SCHEMA = T.StructType([
     T.StructField("timestampType", T.IntegerType()),
 ])
 KAFKA_SCHEMA_WITH_HEADERS = T.StructType([*KAFKA_SCHEMA.fields, T.StructField("headers", HEADERS_TYPE)])
+RANGE_SCHEMA = T.StructType([
+    T.StructField("topic", T.StringType()),
+    T.StructField("partition", T.IntegerType()),
+    T.StructField("startOffset", T.LongType()),
+    T.StructField("endOffset", T.LongType()),
+])
+"""``emitRanges``: one row per planned offset range instead of its records (docs/kafka-source.md)."""
 # librdkafka timestamp types (0 none, 1 create, 2 log append) -> Java TimestampType ids.
 _TIMESTAMP_TYPE_IDS = {0: -1, 1: 0, 2: 1}
 _MICROS_PER_MILLI = 1000
 
 
-def kafka_schema(include_headers: bool) -> T.StructType:
-    """The source schema, with the ``headers`` column when ``includeHeaders`` is true."""
+def kafka_schema(include_headers: bool, emit_ranges: bool = False) -> T.StructType:
+    """The source schema, with the ``headers`` column when ``includeHeaders`` is true.
+
+    With ``emitRanges`` the source yields one row per offset range (:data:`RANGE_SCHEMA`).
+    """
+    if emit_ranges:
+        return RANGE_SCHEMA
     return KAFKA_SCHEMA_WITH_HEADERS if include_headers else KAFKA_SCHEMA
 
 

@@ -35,6 +35,10 @@ class OffsetRange(InputPartition):
         """Number of offsets in the range (records, unless compaction or transactions left gaps)."""
         return max(0, self.end - self.start)
 
+    def as_row(self) -> tuple[str, int, int, int]:
+        """The range as a row of the ``emitRanges`` schema (topic, partition, start, end)."""
+        return self.topic, self.partition, self.start, self.end
+
 
 def to_json(offsets: Mapping[TopicPartitionKey, int]) -> dict[str, dict[str, int]]:
     """Offsets as the checkpoint JSON of Spark's Kafka source, topics and partitions sorted."""

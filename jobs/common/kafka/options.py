@@ -43,6 +43,7 @@ SOURCE_OPTIONS = {
     "kafkaconsumer.polltimeoutms", "fetchoffset.numretries", "fetchoffset.retryintervalms",
     "commitoffsetstogroup", "datalosslogdir", "initialoffsetsfile", "consumercache.capacity",
     "consumercache.timeoutms", "fetchspill.maxbytes", "fetchspill.ttlms", "fetchspill.dir",
+    "emitranges",
 }
 UNSUPPORTED_SOURCE_OPTIONS = {
     "minoffsetspertrigger": "Spark 4.2 Python sources cannot combine a minimum with "
@@ -93,6 +94,7 @@ class SourceOptions:
     fetch_spill_max_bytes: int = DEFAULT_FETCH_SPILL_MAX_BYTES
     fetch_spill_ttl_ms: int = DEFAULT_FETCH_SPILL_TTL_MS
     fetch_spill_dir: str | None = None
+    emit_ranges: bool = False
 
     def describe(self) -> str:
         """What the source reads, for log lines and error messages."""
@@ -157,6 +159,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         fetch_spill_ttl_ms=_positive(opts, "fetchspill.ttlms", "fetchSpill.ttlMs")
         or DEFAULT_FETCH_SPILL_TTL_MS,
         fetch_spill_dir=_non_empty(opts, "fetchspill.dir", "fetchSpill.dir"),
+        emit_ranges=_bool(opts, "emitranges", "emitRanges", False),
     )
 
 

@@ -46,7 +46,7 @@ class KafkaDataSource(DataSource):
     def schema(self) -> StructType:
         """Spark's Kafka source schema; validates the options early (at ``load()``)."""
         options = parse_source_options(self.options, streaming=True)
-        return kafka_schema(options.include_headers)
+        return kafka_schema(options.include_headers, options.emit_ranges)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         """A bounded read from startingOffsets to endingOffsets."""
@@ -113,11 +113,13 @@ class KafkaBatchReader(DataSourceReader):
         """Read one range on an executor (the placeholder partition of an empty plan reads nothing)."""
         if not isinstance(partition, OffsetRange):
             return iter(())
+        if self._options.emit_ranges:
+            return iter([partition.as_row()])
         return read_range(partition, self._options)
 
 
 def _check_schema(schema: StructType, options: SourceOptions) -> None:
-    expected = kafka_schema(options.include_headers)
+    expected = kafka_schema(options.include_headers, options.emit_ranges)
     if schema != expected:
         raise KafkaSourceError(f"the Kafka source has a fixed schema ({expected.simpleString()}) and "
                                f"cannot be read with {schema.simpleString()}; drop .schema(...)")

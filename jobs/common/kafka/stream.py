@@ -125,8 +125,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return list(planned)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """Read one range on an executor."""
+        """Read one range on an executor (with ``emitRanges``: the range itself, one row)."""
         assert isinstance(partition, OffsetRange)
+        if self._options.emit_ranges:
+            return iter([partition.as_row()])
         return read_range(partition, self._options, spill=True)
 
     def commit(self, end: dict) -> None:

@@ -91,3 +91,23 @@ def committed(kafka_props, group: str, topic: str) -> dict[int, int]:
         return {tp.partition: tp.offset for tp in offsets}
     finally:
         consumer.close()
+
+
+def test_emit_ranges_yields_the_planned_ranges_instead_of_records(
+        spark, cfg, topic_factory, produce, checkpoint, run_available_now):
+    topic = topic_factory()
+    produce(topic, 60)  # 20 per partition
+    df = read_kafka(spark, cfg, topics=topic, stream=True, starting={topic: {0: 5, 1: 0, 2: 12}},
+                    options={"maxOffsetsPerTrigger": 30, "emitRanges": "true"})
+    assert df.columns == ["topic", "partition", "startOffset", "endOffset"]
+    run = run_available_now(df, checkpoint, columns=("partition", "startOffset", "endOffset"))
+    # Every offset from the start to the end of each partition in exactly one range, no range
+    # empty, 43 offsets over micro-batches of at most 30.
+    covered = {p: [o for q, first, last in run.rows if q == p for o in range(first, last)] for p in range(3)}
+    assert covered == {0: list(range(5, 20)), 1: list(range(20)), 2: list(range(12, 20))}
+    assert all(last > first for _, first, last in run.rows)
+    sizes = [p["numInputRows"] for p in run.progress if p["numInputRows"]]
+    assert len(sizes) >= 2 and sum(sizes) <= 6, sizes  # rows are ranges: 43 offsets, 30 per batch
+    batch = read_kafka(spark, cfg, topics=topic, starting={topic: {0: 5, 1: 0, 2: 12}},
+                       ending={topic: {0: 6, 1: 20, 2: 12}}, options={"emitRanges": "true"})
+    assert sorted(tuple(r) for r in batch.collect()) == [(topic, 0, 5, 6), (topic, 1, 0, 20)]

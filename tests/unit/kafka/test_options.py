@@ -147,3 +147,10 @@ def test_fetch_spill_options():
     for option, value in (("fetchSpill.maxBytes", "-1"), ("fetchSpill.ttlMs", "0"), ("fetchSpill.dir", " ")):
         with pytest.raises(KafkaSourceError, match=option):
             parse_source_options({**BASE, option: value}, streaming=True)
+
+
+def test_emit_ranges_option():
+    assert parse().emit_ranges is False
+    assert parse_source_options({**BASE, "emitRanges": "TRUE"}, streaming=True).emit_ranges is True
+    with pytest.raises(KafkaSourceError, match="emitRanges"):
+        parse_source_options({**BASE, "emitRanges": "yes please"}, streaming=True)
