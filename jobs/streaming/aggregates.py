@@ -20,6 +20,8 @@ Transform = Callable[[DataFrame], DataFrame]
 
 CITY, TOPIC_MINUTE, TOPIC, MEMBER, MEMBER_ALL, EVENT = (
     "city", "topic_minute", "topic", "member", "member_all", "event")
+MEMBERS_ADDED = "members_added"
+"""A task added a window's members to its Redis HyperLogLog itself (``n``: ids added)."""
 INCREMENT_COLUMNS = ("kind", "window_start", "item", "n", "no", "guests", "label")
 INCREMENT_SCHEMA = "kind string, window_start long, item string, n long, no long, guests long, label string"
 INCREMENT_INPUT = ("event_time_ms", "event_id", "event_name", "member_id", "response", "guests",

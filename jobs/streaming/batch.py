@@ -134,7 +134,9 @@ class BatchProcessor:
                         fence=dict(fence), analyzed_topic=s.analyzed_topic if produces else None,
                         dlq_topic=s.dlq_topic if produces else None,
                         kafka=self.cfg.kafka.client_config(), count=self.redis is not None,
-                        source=self.source)
+                        source=self.source, redis_prefix=s.redis_prefix,
+                        redis=tuple(sorted(self.cfg.redis.client_kwargs().items()))
+                        if self.redis is not None else None)
 
     def _apply_redis(self, increments: list[dict[str, Any]], fence: dict[Partition, int], *,
                      stats: list[dict[str, Any]], batch_id: int,

@@ -148,6 +148,16 @@ class Increments:
         else:
             event[1] += 1
 
+    def take_members(self) -> dict[int, list[str]]:
+        """Remove the member ids and return them by window start (-1: the all-time set)."""
+        members: dict[int, list[str]] = {}
+        for start, member in self.windowed[MEMBER]:
+            members.setdefault(start, []).append(member)
+        if self.all_time[MEMBER_ALL]:
+            members[-1] = list(self.all_time[MEMBER_ALL])
+        self.windowed[MEMBER], self.all_time[MEMBER_ALL] = {}, {}
+        return members
+
     def rows(self) -> list[dict[str, Any]]:
         """One dict per key: kind, window_start, item, n, no, guests, label."""
         out = [_row(kind, start, item, n) for kind, counts in self.windowed.items()

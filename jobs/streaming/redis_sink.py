@@ -7,6 +7,7 @@ and never twice for the same offsets.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -19,7 +20,7 @@ import redis
 
 from jobs.common.config import KappaConfig
 from jobs.common.errors import KappaError
-from jobs.streaming.aggregates import CITY, EVENT, MEMBER, MEMBER_ALL, TOPIC, TOPIC_MINUTE
+from jobs.streaming.aggregates import CITY, EVENT, MEMBER, MEMBER_ALL, MEMBERS_ADDED, TOPIC, TOPIC_MINUTE
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +28,7 @@ FENCE_SCOPE = "summaries"
 HISTORY = 100
 MAX_INDEXED_WINDOWS = 10_000
 HLL_ERROR = 0.0081
+PFADD_CHUNK = 5000
 Partition = tuple[str, int]
 
 
@@ -138,6 +140,9 @@ class RedisSummarySink:
                 members[start].append(item)
             elif kind == MEMBER_ALL:
                 members[-1].append(item)
+            elif kind == MEMBERS_ADDED:  # a task added them (add_members): index and expire only
+                applied.members.add(start)
+                windows["members"].add(start)
             elif kind == EVENT:
                 key = keys("event", item)
                 for name, value in (("yes", row["n"]), ("no", row["no"]), ("guests", row["guests"])):
@@ -147,10 +152,8 @@ class RedisSummarySink:
                     pipe.hset(key, "event_name", row["label"])
                 pipe.expire(key, event_ttl)
                 applied.events.add(item)
-        for start, ids in members.items():
-            key = keys("members", "all") if start < 0 else keys("members", start)
-            for chunk in range(0, len(ids), 5000):
-                pipe.pfadd(key, *ids[chunk:chunk + 5000])
+        add_members(pipe, keys, members)
+        for start in members:
             if start >= 0:
                 applied.members.add(start)
                 windows["members"].add(start)
@@ -226,6 +229,25 @@ class RedisSummarySink:
     def close(self) -> None:
         """Release the connection pool."""
         self.client.close()
+
+
+def add_members(pipe, keys: Keys, members: Mapping[int, Sequence[str]]) -> None:
+    """PFADD member ids by window start (-1: the all-time set) on a pipeline.
+
+    Adding an id to a HyperLogLog twice changes nothing, so these writes need no fence: the
+    tasks of a batch add their members themselves (jobs/streaming/task.py) and a replayed batch
+    adds the same ids again without effect (docs/streaming.md, "Redis keys").
+    """
+    for start, ids in members.items():
+        key = keys("members", "all") if start < 0 else keys("members", start)
+        for chunk in range(0, len(ids), PFADD_CHUNK):
+            pipe.pfadd(key, *ids[chunk:chunk + PFADD_CHUNK])
+
+
+@functools.cache
+def task_client(kwargs: tuple[tuple[str, Any], ...]) -> redis.Redis:
+    """A Redis client kept per Python worker for the tasks' member writes."""
+    return redis.Redis(**dict(kwargs), socket_timeout=30)
 
 
 def _parse_fence(raw: Mapping[Any, Any]) -> dict[Partition, int]:

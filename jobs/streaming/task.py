@@ -25,7 +25,7 @@ from jobs.common.kafka.consumer import read_range
 from jobs.common.kafka.offsets import OffsetRange
 from jobs.common.kafka.options import parse_source_options
 from jobs.common.kafka.sink import TaskProducer
-from jobs.streaming.aggregates import INCREMENT_SCHEMA, Windows, increment_arrow_schema
+from jobs.streaming.aggregates import INCREMENT_SCHEMA, MEMBERS_ADDED, Windows, increment_arrow_schema
 from jobs.streaming.records import (
     Increments,
     analyzed,
@@ -58,6 +58,9 @@ class TaskPlan:
     count: bool = True
     source: Mapping[str, str] | None = None
     """The Kafka read's options when the input is offset ranges (``emitRanges``), else None."""
+    redis: tuple[tuple[str, Any], ...] | None = None
+    """Redis client arguments: the tasks add their members to the HyperLogLogs themselves."""
+    redis_prefix: str = "kappa"
 
     @property
     def produces(self) -> bool:
@@ -81,7 +84,8 @@ def batch_task(plan: TaskPlan) -> Callable[[Iterator[pa.RecordBatch]], Iterator[
             raise
         if producer is not None:
             producer.finish()
-        rows = increments.rows() if increments is not None else []
+        rows = _add_members(plan, increments) if increments is not None and plan.redis else []
+        rows += increments.rows() if increments is not None else []
         rows += [_stats_row(key, value) for key, value in stats.items()]
         output = pa.RecordBatch.from_pylist(rows, schema=increment_arrow_schema()) if rows else None
         del rows, increments, stats
@@ -114,6 +118,24 @@ def _libc() -> Any:
     except OSError:
         return None
     return libc if libc is not None and hasattr(libc, "malloc_trim") else None  # glibc only
+
+
+def _add_members(plan: TaskPlan, increments: Increments) -> list[dict[str, Any]]:
+    """PFADD the task's member ids (idempotent, no fence needed); one row per window touched.
+
+    Members are most of a batch's increment keys (one per member and window, and one per member
+    all-time); added here, they never travel to the driver (docs/streaming.md, "Redis keys").
+    """
+    from jobs.streaming.redis_sink import Keys, add_members, task_client
+
+    assert plan.redis is not None
+    members = increments.take_members()
+    if members:
+        with task_client(plan.redis).pipeline(transaction=False) as pipe:
+            add_members(pipe, Keys(plan.redis_prefix), members)
+            pipe.execute()
+    return [{"kind": MEMBERS_ADDED, "window_start": start, "item": "", "n": len(ids), "no": 0,
+             "guests": 0, "label": None} for start, ids in members.items() if start >= 0]
 
 
 def task_records(batches: Iterator[pa.RecordBatch], source: Mapping[str, str] | None

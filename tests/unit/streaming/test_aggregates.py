@@ -97,6 +97,18 @@ def test_increments_merge_across_tasks() -> None:
     assert ("topic", 0, "Salsa", 3, 0, 0, None) in set(map(_key, merged))
 
 
+def test_take_members_leaves_the_other_increments() -> None:
+    """What a task adds to the HyperLogLogs itself: every member by window, the late one all-time only."""
+    counts = Increments(WINDOWS)
+    for values in TUPLES:
+        counts.add(dict(zip(NAMES, values, strict=True)))
+    members = counts.take_members()
+    assert {start: sorted(ids) for start, ids in members.items()} == {
+        T0: ["1", "2"], T0 + 2 * MINUTE: ["1"], -1: ["1", "2", "3"]}
+    assert {row["kind"] for row in counts.rows()} == {"city", "topic", "topic_minute", "event"}
+    assert counts.take_members() == {}
+
+
 def test_summary_increments(rows) -> None:
     expected = increments(
         ("city", T0, "Barcelona", 1, 0, 0, None),
