@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 import threading
 import time
+from statistics import median
 from typing import Any
 
 from confluent_kafka import Producer
@@ -65,6 +67,7 @@ def latency(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
     poller.join()
     stop.set()
     runner.join(120)
+    batches = _live_batches(client, job_cfg)
     client.close()
     if not sent:
         return {"error": "no event was acknowledged by the broker", "job_error":
@@ -82,7 +85,24 @@ def latency(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
             "trigger_s": 1.0, "events": len(measured), "seen": len(latencies),
             "p50_ms": pick(0.50), "p90_ms": pick(0.90), "p99_ms": pick(0.99),
             "max_ms": round(latencies[-1] * 1000) if latencies else None,
-            "job_error": repr(errors[0])[:500] if errors else None}
+            "live_batches": batches, "job_error": repr(errors[0])[:500] if errors else None}
+
+
+def _live_batches(client: Any, cfg: KappaConfig) -> dict[str, Any]:
+    """Median duration and phases of the live query's batches with input (its metrics history)."""
+    history = [json.loads(m) for m in client.lrange(
+        f"{cfg.streaming.redis_prefix}:metrics:{cfg.streaming.query_name}:history", 0, -1)]
+    busy = [b for b in history if b["input_rows"]]
+    if not busy:
+        return {}
+    phases: dict[str, list[int]] = {}
+    for batch in busy:
+        for name, ms in batch.get("phases_ms", {}).items():
+            phases.setdefault(name, []).append(ms)
+    return {"batches": len(busy), "rows_median": median(b["input_rows"] for b in busy),
+            "duration_ms_median": median(b["batch_duration_ms"] for b in busy),
+            "duration_ms_max": max(b["batch_duration_ms"] for b in busy),
+            "phases_ms_median": {name: median(values) for name, values in phases.items()}}
 
 
 def _visible(events: list[tuple[int, int, float]], samples: list[tuple[float, dict[int, int]]]
