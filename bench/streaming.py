@@ -17,7 +17,10 @@ malformed lines) round-robin to a 3-partition topic, then measures, in one run o
   the first time a 10 ms poller saw the Redis fence of its partition (written in the same
   ``MULTI/EXEC`` as the summary increments) beyond its offset, minus its produce time;
 * ``rss``: the peak, sampled every 0.2 s, of the driver JVM plus every process under it (Python
-  workers), and of this process (the driver's Python, which also runs the benchmark).
+  workers), and of this process (the driver's Python, which also runs the benchmark);
+* between phases, the embedded broker is left to settle (the work it does after taking writes,
+  about 4 s of CPU per 100k records, would otherwise land in the next phase); each phase's CPU
+  is counted until then.
 
 Prints one JSON object. Never run as a timed test.
 
@@ -53,6 +56,7 @@ from streaming_support import (
     load_avg,
     new_topic,
     produce,
+    settle,
     with_cpu,
 )
 
@@ -108,13 +112,16 @@ def run(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
         jobs = []
         warm = new_topic(props, PARTITIONS)
         produce(props, warm, args.warmup, seed=2)
+        result["broker_settle_after_produce_s"] = settle()
         began = time.monotonic()
         _replay(cfg, warm, args.per_trigger)  # untimed: JVM start, JIT, Python workers
         result["spark_start_and_warmup_s"] = round(time.monotonic() - began, 2)
+        settle()
         load["after_warmup"] = load_avg()
         for _ in range(args.repeats):
-            loops.append(with_cpu(lambda: _loop(cfg, source, args.records)))
-            jobs.append(with_cpu(lambda: _replay(cfg, source, args.per_trigger)))
+            loops.append(with_cpu(lambda: _loop(cfg, source, args.records, output=not args.no_kafka_output)))
+            jobs.append(with_cpu(lambda: _replay(cfg, source, args.per_trigger,
+                                                 output=not args.no_kafka_output)))
         load["after_throughput"] = load_avg()
         if args.breakdown:
             from streaming_breakdown import breakdown
@@ -148,13 +155,14 @@ def run(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
 
 # --- the job ---------------------------------------------------------------------------------
 
-def _replay(cfg: KappaConfig, source: str, per_trigger: int) -> dict[str, Any]:
-    from jobs.streaming.job import RunSpec, run_stream
+def _replay(cfg: KappaConfig, source: str, per_trigger: int, output: bool = True) -> dict[str, Any]:
+    from jobs.streaming.job import SINKS, RunSpec, run_stream
     from jobs.streaming.redis_sink import connect
 
     job_cfg = job_config(cfg, source)
+    sinks = frozenset(SINKS) if output else frozenset({"redis"})
     spec = RunSpec(mode="replay", starting="earliest", ending="latest",
-                   max_offsets_per_trigger=per_trigger, fresh=True)
+                   max_offsets_per_trigger=per_trigger, fresh=True, sinks=sinks)
     began = time.monotonic()
     report = run_stream(job_cfg, spec, progress=lambda message: None)
     wall = time.monotonic() - began
@@ -181,12 +189,13 @@ def _replay(cfg: KappaConfig, source: str, per_trigger: int) -> dict[str, Any]:
 
 # --- the hand-written loop (bench/streaming_loop.py) -----------------------------------------
 
-def _loop(cfg: KappaConfig, source: str, records: int) -> dict[str, Any]:
+def _loop(cfg: KappaConfig, source: str, records: int, output: bool = True) -> dict[str, Any]:
     """Consume, validate, produce the analyzed/DLQ records, count: the job's work in one process."""
     from streaming_loop import run_loop
 
     props = cfg.kafka.client_config()
-    return run_loop(cfg, source, PARTITIONS, records, new_topic(props, PARTITIONS), new_topic(props, 1))
+    return run_loop(cfg, source, PARTITIONS, records, new_topic(props, PARTITIONS), new_topic(props, 1),
+                    output=output)
 
 
 # --- plumbing --------------------------------------------------------------------------------
@@ -229,6 +238,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                         help="also time the Spark pass with parts switched off (streaming_breakdown.py)")
     parser.add_argument("--max-records-per-partition", type=int,
                         help="streaming.max_records_per_partition (split ranges into more tasks)")
+    parser.add_argument("--no-kafka-output", action="store_true",
+                        help="neither the loop nor the job writes rsvps.analyzed / rsvps.dlq (the "
+                             "embedded broker's work after writes then stays out of the comparison)")
     parser.add_argument("--records-through-jvm", action="store_true",
                         help="streaming.read_in_tasks=false: the source reads the records, which "
                              "cross into the JVM and back to the tasks (the job before 2026-11-24)")

@@ -33,8 +33,8 @@ CONSUME_BATCH = 20_000
 
 
 def run_loop(cfg: KappaConfig, source: str, partitions: int, records: int,
-             analyzed_topic: str, dlq_topic: str) -> dict[str, Any]:
-    """Consume ``records`` from ``source``; validate, produce the outputs, count; the rate."""
+             analyzed_topic: str, dlq_topic: str, output: bool = True) -> dict[str, Any]:
+    """Consume ``records`` from ``source``; validate, produce the outputs (unless not ``output``), count."""
     props = cfg.kafka.client_config()
     rules, windows = rules_from(cfg), windows_from(cfg)
     watermark_ms = cfg.streaming.watermark_s * 1000
@@ -58,13 +58,15 @@ def run_loop(cfg: KappaConfig, source: str, partitions: int, records: int,
             rsvp, reason = parse(value, kafka_ms, rules)
             if reason is not None:
                 dlq += 1
-                _send(producer, dlq_topic, dead_letter_value(value), message.key(), dead_letter_headers(
-                    reason, source, partition, offset, len(value) if value is not None else 0))
+                if output:
+                    _send(producer, dlq_topic, dead_letter_value(value), message.key(), dead_letter_headers(
+                        reason, source, partition, offset, len(value) if value is not None else 0))
                 continue
             record = analyzed(rsvp, source, partition, offset, kafka_ms, watermark_ms=watermark)
             valid += 1
             late += record["late"]
-            _send(producer, analyzed_topic, analyzed_value(record), record["event_id"].encode(), None)
+            if output:
+                _send(producer, analyzed_topic, analyzed_value(record), record["event_id"].encode(), None)
             increments.add(record)
             max_event = rsvp.mtime if max_event is None else max(max_event, rsvp.mtime)
         producer.poll(0)
