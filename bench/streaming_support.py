@@ -32,15 +32,35 @@ def job_config(cfg: KappaConfig, source: str, **streaming: Any) -> KappaConfig:
 
 def cpu_seconds() -> float:
     """CPU seconds (user + system) of this process and every descendant, reaped ones included."""
+    return sum(cpu_by_kind().values())
+
+
+def cpu_by_kind() -> dict[str, float]:
+    """:func:`cpu_seconds` by process: ``this`` (the benchmark and the driver's Python), ``jvm``
+    (the driver JVM), ``py_workers`` (the Python workers, reaped ones included), ``broker``,
+    ``redis``."""
     me = psutil.Process()
-    total = 0.0
+    totals = dict.fromkeys(("this", "jvm", "py_workers", "broker", "redis"), 0.0)
     for proc in [me, *me.children(recursive=True)]:
         try:
             t = proc.cpu_times()
+            name = proc.name()
+            broker = proc.pid != me.pid and _is_broker(proc)
         except psutil.Error:
             continue
-        total += t.user + t.system + t.children_user + t.children_system
-    return total
+        own, reaped = t.user + t.system, t.children_user + t.children_system
+        if proc.pid == me.pid:
+            totals["this"] += own + reaped
+        elif broker:
+            totals["broker"] += own + reaped
+        elif "redis" in name:
+            totals["redis"] += own + reaped
+        elif "java" in name:
+            totals["jvm"] += own
+            totals["py_workers"] += reaped  # the Python workers that exited
+        else:
+            totals["py_workers"] += own + reaped
+    return totals
 
 
 def with_cpu(run: Any) -> dict[str, Any]:
@@ -49,11 +69,15 @@ def with_cpu(run: Any) -> dict[str, Any]:
     The CPU is counted until the embedded broker has settled after the run (:func:`settle`), so
     the work a run's writes leave the broker is charged to that run and not to the next one.
     """
-    before = cpu_seconds()
+    before = cpu_by_kind()
     result = run()
     result["broker_settle_s"] = settle()
-    cpu = cpu_seconds() - before
-    result |= {"cpu_s": round(cpu, 1), "cpu_us_per_event": round(cpu / result["records"] * 1e6, 1)}
+    after = cpu_by_kind()
+    parts = {kind: after[kind] - before[kind] for kind in after}
+    cpu = sum(parts.values())
+    result |= {"cpu_s": round(cpu, 1), "cpu_us_per_event": round(cpu / result["records"] * 1e6, 1),
+               "cpu_us_per_event_by_process": {kind: round(value / result["records"] * 1e6, 1)
+                                               for kind, value in parts.items()}}
     return result
 
 
