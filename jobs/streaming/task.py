@@ -1,11 +1,13 @@
 """One task's pass over its share of a micro-batch: validate, write the Kafka outputs, count.
 
 The job runs ``df.mapInArrow(batch_task(plan), TASK_SCHEMA)`` once per micro-batch: every task
-reads its Kafka records once, validates each with :func:`jobs.streaming.validate.parse`, produces
-the analyzed record or the dead letter (the Kafka edge, :class:`TaskProducer`, flushed before the
-task ends, so a batch never commits with undelivered records), and counts the summary increments
-and per-partition stats of its rows. Only those counts go back to the driver, which sums them
-and applies them to Redis in one fenced transaction. One Spark job per batch, no cache, no
+reads its Kafka records once (with the kafka-py source: its offset ranges, read here),
+validates each with :func:`jobs.streaming.validate.parse`, produces the analyzed record or the
+dead letter (the Kafka edge, :class:`TaskProducer`, flushed before the task ends, so a batch
+never commits with undelivered records), adds its member ids to the Redis HyperLogLogs
+(idempotent) and counts the other summary increments and per-partition stats of its rows. Only
+those counts go back to the driver, which sums them and applies them to Redis in one fenced
+transaction. One Spark job per batch, no cache, no
 shuffle: docs/streaming.md ("One pass per batch") has the measurements behind the choice.
 """
 
@@ -69,7 +71,11 @@ class TaskPlan:
 
 
 def batch_task(plan: TaskPlan) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function of a batch (Kafka source columns in, TASK_SCHEMA out)."""
+    """The ``mapInArrow`` function of a batch (TASK_SCHEMA out).
+
+    Its input is the Kafka source's columns, or with ``plan.source`` the source's offset ranges
+    (``emitRanges``), which the task reads itself (:func:`task_records`).
+    """
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         producer = TaskProducer(plan.kafka, plan.flush_timeout_ms) if plan.produces else None
@@ -139,7 +145,7 @@ def _add_members(plan: TaskPlan, increments: Increments) -> list[dict[str, Any]]
 
 
 def task_records(batches: Iterator[pa.RecordBatch], source: Mapping[str, str] | None
-             ) -> Iterator[pa.RecordBatch]:
+                 ) -> Iterator[pa.RecordBatch]:
     """The task's Kafka records: its input, or read here from the offset ranges it was given.
 
     Reading the ranges in the task (the source emitting only ``emitRanges`` rows) keeps the
