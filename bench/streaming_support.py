@@ -88,12 +88,13 @@ def settle(quiet: float = 0.05, limit_s: float = 120.0) -> float:
     client connected; run right after a phase that wrote to it, the next phase would share the
     machine with that work. Returns the seconds waited (0 when no broker is a descendant).
     """
-    brokers = [p for p in psutil.Process().children(recursive=True) if _is_broker(p)]
     began = time.monotonic()
-    while brokers and time.monotonic() - began < limit_s:
-        before = _cpu(brokers)
+    if not any(_is_broker(p) for p in psutil.Process().children(recursive=True)):
+        return 0.0
+    while time.monotonic() - began < limit_s:
+        before = cpu_by_kind()["broker"]
         time.sleep(1.0)
-        if _cpu(brokers) - before < quiet:
+        if cpu_by_kind()["broker"] - before < quiet:
             break
     return round(time.monotonic() - began, 1)
 
@@ -103,17 +104,6 @@ def _is_broker(proc: psutil.Process) -> bool:
         return any("noida" in part for part in proc.cmdline()[:2])
     except psutil.Error:
         return False
-
-
-def _cpu(procs: list[psutil.Process]) -> float:
-    total = 0.0
-    for proc in procs:
-        try:
-            t = proc.cpu_times()
-        except psutil.Error:
-            continue
-        total += t.user + t.system
-    return total
 
 
 class RssSampler:
