@@ -169,7 +169,7 @@ def _run_query(spark, cfg: KappaConfig, spec: RunSpec, query: str, checkpoint: s
     running = writer.start()
     stop = stop or _stop_on_signals()
     try:
-        _wait(running, spec.mode, stop, progress)
+        _wait(running, spec.mode, stop, progress, processor)
     except Exception as exc:  # a failed query raises from awaitTermination
         if running.exception() is None:
             raise
@@ -187,19 +187,32 @@ def _run_query(spark, cfg: KappaConfig, spec: RunSpec, query: str, checkpoint: s
                              f"the next start (see platform.errors and docs/runbooks/streaming-down.md)")
 
 
-def _wait(running, mode: Mode, stop: threading.Event, progress: Callable[[str], None]) -> None:
+def _wait(running, mode: Mode, stop: threading.Event, progress: Callable[[str], None],
+          processor: BatchProcessor) -> None:
     last = -1
     while running.isActive:
         running.awaitTermination(0.5)
         progress_info = running.lastProgress
         if progress_info and progress_info["batchId"] != last:
             last = progress_info["batchId"]
-            progress(f"batch {last}: {progress_info['numInputRows']} rows, "
-                     f"{progress_info.get('processedRowsPerSecond', 0):.0f} rows/s")
+            progress(_batch_line(last, progress_info, processor.totals.last_batch))
         if stop.is_set() and mode == "live":
             progress("stop requested: stopping after the current batch")
             _stop_between_batches(running)
             return
+
+
+def _batch_line(batch_id: int, progress_info: dict[str, Any], metrics: dict[str, Any]) -> str:
+    """One batch's progress line: the job's own counts of Kafka records when it has them.
+
+    Spark's ``numInputRows`` counts the source's rows, which are offset ranges, not records, when
+    the tasks read their ranges themselves (``streaming.read_in_tasks``).
+    """
+    if metrics.get("batch_id") == batch_id:
+        return (f"batch {batch_id}: {metrics['input_rows']} records, {metrics['rows_per_s']:.0f} "
+                f"records/s, {metrics['dlq_rows']} dead-lettered, {metrics['batch_duration_ms']} ms")
+    return (f"batch {batch_id}: {progress_info['numInputRows']} rows, "
+            f"{progress_info.get('processedRowsPerSecond', 0):.0f} rows/s")
 
 
 def _stop_between_batches(running) -> None:
