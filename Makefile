@@ -19,8 +19,9 @@ $(VENV)/.installed: requirements/lock.txt pyproject.toml
 	@bash scripts/check-prereqs.sh "$(PYTHON)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@test -x $(BIN)/uv || $(BIN)/python -m pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"
-	$(BIN)/uv pip sync --quiet --python $(BIN)/python requirements/lock.txt
+	$(BIN)/uv pip sync --quiet --compile-bytecode --python $(BIN)/python requirements/lock.txt
 	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .
+	@$(BIN)/python -m compileall -q jobs dags > /dev/null  # bytecode: see "Bytecode" in README
 	@touch $@
 
 $(CHECKOV_VENV)/.installed: requirements/checkov-lock.txt $(VENV)/.installed

@@ -18,9 +18,11 @@ malformed lines) round-robin to a 3-partition topic, then measures, in one run o
   ``MULTI/EXEC`` as the summary increments) beyond its offset, minus its produce time;
 * ``rss``: the peak, sampled every 0.2 s, of the driver JVM plus every process under it (Python
   workers), and of this process (the driver's Python, which also runs the benchmark);
-* between phases, the embedded broker is left to settle (the work it does after taking writes,
-  about 4 s of CPU per 100k records, would otherwise land in the next phase); each phase's CPU
-  is counted until then.
+* between phases, the embedded broker is left to settle (the work it does after taking writes
+  would otherwise land in the next phase); each phase's CPU is counted until then. The broker
+  rewrites its whole state after writes, so that work grows with all it holds: each phase's
+  outputs (and the warm-up's topics) are deleted after it, and every phase starts with the broker
+  holding the same data (``broker_state_mb_before``).
 
 Prints one JSON object. Never run as a timed test.
 
@@ -40,6 +42,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -51,10 +54,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the bench's sibling 
 from streaming_support import (
     PARTITIONS,
     RssSampler,
+    broker_state_mb,
     cpu_seconds,
+    drop_topics,
     job_config,
     load_avg,
     new_topic,
+    output_topics,
     produce,
     settle,
     with_cpu,
@@ -114,14 +120,23 @@ def run(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
         produce(props, warm, args.warmup, seed=2)
         result["broker_settle_after_produce_s"] = settle()
         began = time.monotonic()
-        _replay(cfg, warm, args.per_trigger)  # untimed: JVM start, JIT, Python workers
+        warm_cfg = job_config(cfg, warm)
+        _replay(warm_cfg, args.per_trigger)  # untimed: JVM start, JIT, Python workers
         result["spark_start_and_warmup_s"] = round(time.monotonic() - began, 2)
-        settle()
+        drop_topics(props, [warm, *output_topics(warm_cfg)])
         load["after_warmup"] = load_avg()
+        output = not args.no_kafka_output
         for _ in range(args.repeats):
-            loops.append(with_cpu(lambda: _loop(cfg, source, args.records, output=not args.no_kafka_output)))
-            jobs.append(with_cpu(lambda: _replay(cfg, source, args.per_trigger,
-                                                 output=not args.no_kafka_output)))
+            outputs = [new_topic(props, PARTITIONS), new_topic(props, 1)]
+            state = broker_state_mb(cfg)
+            loops.append(with_cpu(partial(_loop, cfg, source, args.records, outputs, output=output)))
+            loops[-1]["broker_state_mb_before"] = state
+            drop_topics(props, outputs)
+            job_cfg = job_config(cfg, source)
+            state = broker_state_mb(cfg)
+            jobs.append(with_cpu(partial(_replay, job_cfg, args.per_trigger, output=output)))
+            jobs[-1]["broker_state_mb_before"] = state
+            drop_topics(props, output_topics(job_cfg))
         load["after_throughput"] = load_avg()
         if args.breakdown:
             from streaming_breakdown import breakdown
@@ -155,11 +170,10 @@ def run(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
 
 # --- the job ---------------------------------------------------------------------------------
 
-def _replay(cfg: KappaConfig, source: str, per_trigger: int, output: bool = True) -> dict[str, Any]:
+def _replay(job_cfg: KappaConfig, per_trigger: int, output: bool = True) -> dict[str, Any]:
     from jobs.streaming.job import SINKS, RunSpec, run_stream
     from jobs.streaming.redis_sink import connect
 
-    job_cfg = job_config(cfg, source)
     sinks = frozenset(SINKS) if output else frozenset({"redis"})
     spec = RunSpec(mode="replay", starting="earliest", ending="latest",
                    max_offsets_per_trigger=per_trigger, fresh=True, sinks=sinks)
@@ -189,13 +203,13 @@ def _replay(cfg: KappaConfig, source: str, per_trigger: int, output: bool = True
 
 # --- the hand-written loop (bench/streaming_loop.py) -----------------------------------------
 
-def _loop(cfg: KappaConfig, source: str, records: int, output: bool = True) -> dict[str, Any]:
+def _loop(cfg: KappaConfig, source: str, records: int, outputs: list[str], output: bool = True
+          ) -> dict[str, Any]:
     """Consume, validate, produce the analyzed/DLQ records, count: the job's work in one process."""
     from streaming_loop import run_loop
 
-    props = cfg.kafka.client_config()
-    return run_loop(cfg, source, PARTITIONS, records, new_topic(props, PARTITIONS), new_topic(props, 1),
-                    output=output)
+    analyzed, dlq = outputs
+    return run_loop(cfg, source, PARTITIONS, records, analyzed, dlq, output=output)
 
 
 # --- plumbing --------------------------------------------------------------------------------

@@ -30,6 +30,36 @@ def job_config(cfg: KappaConfig, source: str, **streaming: Any) -> KappaConfig:
     return cfg.model_copy(update={"streaming": cfg.streaming.model_copy(update=update)})
 
 
+def output_topics(job_cfg: KappaConfig) -> list[str]:
+    """The topics :func:`job_config` created for the job (all but the source)."""
+    s = job_cfg.streaming
+    return [getattr(s, n) for n in TOPIC_NAMES if n != "source_topic"]
+
+
+def drop_topics(props: dict[str, str], topics: list[str]) -> float:
+    """Delete ``topics``, then wait for the broker to settle; return the seconds that took.
+
+    The embedded broker writes its whole state to one JSON file (``kafka.json``) after writes, so
+    its work after each write grows with everything it holds. A phase run after another phase's
+    outputs would pay for them: every phase starts with the broker holding the same topics.
+    """
+    began = time.monotonic()
+    admin = AdminClient(props)
+    for future in admin.delete_topics(topics, operation_timeout=60).values():
+        future.result(60)
+    settle()
+    return round(time.monotonic() - began, 1)
+
+
+def broker_state_mb(cfg: KappaConfig) -> float | None:
+    """The size of the embedded broker's state file (None: not embedded or not written yet)."""
+    path = cfg.stack.data_dir / "kafka" / "kafka.json"
+    try:
+        return round(path.stat().st_size / 2**20, 1)
+    except FileNotFoundError:
+        return None
+
+
 def cpu_seconds() -> float:
     """CPU seconds (user + system) of this process and every descendant, reaped ones included."""
     return sum(cpu_by_kind().values())
@@ -84,8 +114,9 @@ def with_cpu(run: Any) -> dict[str, Any]:
 def settle(quiet: float = 0.05, limit_s: float = 120.0) -> float:
     """Wait until the embedded broker (a descendant) used under ``quiet`` of a core for 1 s.
 
-    Measured: after 100k records are produced, noida-db works on for about 4 s of CPU with no
-    client connected; run right after a phase that wrote to it, the next phase would share the
+    Measured: after any write, noida-db rewrites its whole state as one JSON file (about 4 s of
+    CPU after 100k records were produced to an empty broker, over a minute for a 7 GB state) with
+    no client connected; run right after a phase that wrote to it, the next phase would share the
     machine with that work. Returns the seconds waited (0 when no broker is a descendant).
     """
     began = time.monotonic()

@@ -26,6 +26,8 @@ from jobs.streaming.preflight import check_retention
 from jobs.streaming.state import QueryLock, WatermarkLog, check_fingerprint, checkpoint_path, fingerprint
 
 logger = logging.getLogger(__name__)
+WORKER_CONF = {"spark.python.daemon.module": "jobs.streaming.daemon"}
+"""The executors' Python workers fork from jobs/streaming/daemon.py (the task's modules preloaded)."""
 
 Mode = Literal["live", "replay"]
 SINKS = (KAFKA, REDIS)
@@ -105,7 +107,7 @@ def run_stream(cfg: KappaConfig, spec: RunSpec, progress: Callable[[str], None] 
                                                   sorted(spec.sinks)), query)
         check_retention(cfg, checkpoint, query, skip=spec.skip_lost, progress=progress)
         sink = _redis_sink(cfg) if REDIS in spec.sinks else None
-        spark = build_spark(cfg, app_name=f"kappa-stream-{query}")
+        spark = build_spark(cfg, app_name=f"kappa-stream-{query}", extra_conf=WORKER_CONF)
         processor = BatchProcessor(cfg, query, spec.sinks,
                                    WatermarkLog(checkpoint, cfg.streaming.watermark_s * 1000), sink)
         started = time.monotonic()

@@ -1,0 +1,57 @@
+"""The streaming job's Python worker daemon: pyspark's own, with the task's modules imported once.
+
+Spark forks every Python worker of an executor from one daemon process (``pyspark.daemon``) and
+each new worker imports what its task needs after the fork: pyspark's worker and Arrow
+serializers (from ``pyspark.zip``, which Spark puts first on the workers' path and which Python
+cannot cache bytecode for), pyarrow, pandas, redis, confluent-kafka and the job's modules. Measured:
+that import is most of a new worker's first task (docs/benchmarks.md, "Worker start"), which every
+job start, and every batch that lands on a new worker, pays. Imported here, before the forks,
+every worker inherits them. Spark starts this module as ``spark.python.daemon.module``
+(jobs/streaming/job.py); on a cluster it comes with the job's code (``--py-files``).
+
+Threads: pyspark's daemon imports the worker module after the fork because pandas and pyarrow
+start threads on import. The two they start here are OpenBLAS's pool (not started: one thread is
+asked for below, which the tasks never miss) and jemalloc's background thread, which jemalloc
+itself quiesces around ``fork()`` (its ``pthread_atfork`` handlers), as it does for every
+forking Python process that imported pyarrow (the loader's daemon, jobs/loader/daemon.py, has
+preloaded the same libraries through Great Expectations since issue 15).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+PRELOAD = (
+    "pyspark.worker",
+    "pyspark.sql.pandas.serializers",
+    "pyarrow",
+    "pyarrow.compute",
+    "pandas",
+    "redis",
+    "confluent_kafka",
+    "jobs.common.kafka.source",
+    "jobs.common.kafka.stream",
+    "jobs.streaming.task",
+    "jobs.streaming.redis_sink",
+)
+
+
+def preload(names: tuple[str, ...] = PRELOAD) -> list[str]:
+    """Import ``names``; return those that could not be (each is then imported after the fork)."""
+    missing = []
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    return missing
+
+
+if __name__ == "__main__":
+    preload()
+    from pyspark import daemon
+
+    daemon.manager()
