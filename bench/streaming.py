@@ -129,12 +129,14 @@ def run(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
         for _ in range(args.repeats):
             outputs = [new_topic(props, PARTITIONS), new_topic(props, 1)]
             state = broker_state_mb(cfg)
-            loops.append(with_cpu(partial(_loop, cfg, source, args.records, outputs, output=output)))
+            loops.append(with_cpu(partial(_loop, cfg, source, args.records, outputs, output=output),
+                                  overhead=lambda: rss.cpu_s))
             loops[-1]["broker_state_mb_before"] = state
             drop_topics(props, outputs)
             job_cfg = job_config(cfg, source)
             state = broker_state_mb(cfg)
-            jobs.append(with_cpu(partial(_replay, job_cfg, args.per_trigger, output=output)))
+            jobs.append(with_cpu(partial(_replay, job_cfg, args.per_trigger, output=output),
+                                 overhead=lambda: rss.cpu_s))
             jobs[-1]["broker_state_mb_before"] = state
             drop_topics(props, output_topics(job_cfg))
         load["after_throughput"] = load_avg()

@@ -93,17 +93,24 @@ def cpu_by_kind() -> dict[str, float]:
     return totals
 
 
-def with_cpu(run: Any) -> dict[str, Any]:
+def with_cpu(run: Any, overhead: Any = None) -> dict[str, Any]:
     """``run()``'s result plus the CPU it (and the broker, a descendant) used per event.
 
-    The CPU is counted until the embedded broker has settled after the run (:func:`settle`), so
-    the work a run's writes leave the broker is charged to that run and not to the next one.
+    The other processes' CPU is counted until the embedded broker has settled after the run
+    (:func:`settle`), so the work a run's writes leave the broker is charged to that run and not to
+    the next one. This process (``this``: the benchmark and, for the job, the driver's Python) is
+    counted only while ``run()`` runs, less ``overhead()``, the CPU of the benchmark's own
+    sampling thread (:attr:`RssSampler.cpu_s`): neither the settle wait nor the RSS sampling is
+    the job's or the loop's work.
     """
     before = cpu_by_kind()
+    spent = overhead() if overhead is not None else 0.0
     result = run()
+    this = cpu_by_kind()["this"] - before["this"]
+    this -= (overhead() if overhead is not None else 0.0) - spent
     result["broker_settle_s"] = settle()
     after = cpu_by_kind()
-    parts = {kind: after[kind] - before[kind] for kind in after}
+    parts = {kind: after[kind] - before[kind] for kind in after} | {"this": max(this, 0.0)}
     cpu = sum(parts.values())
     result |= {"cpu_s": round(cpu, 1), "cpu_us_per_event": round(cpu / result["records"] * 1e6, 1),
                "cpu_us_per_event_by_process": {kind: round(value / result["records"] * 1e6, 1)
@@ -153,6 +160,8 @@ class RssSampler:
                      "driver_python_and_bench": 0, "total": 0, "jvm_and_python_workers_pss": 0,
                      "python_workers_pss": 0}
         self.workers_peak = 0
+        self.cpu_s = 0.0
+        """CPU seconds the sampling thread has used (subtracted from the runs' CPU by with_cpu)."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -189,6 +198,7 @@ class RssSampler:
                     self.peak[name] = max(self.peak[name], value)
             except psutil.Error:
                 pass
+            self.cpu_s = time.thread_time()
             time.sleep(0.2)
 
     def peaks(self) -> dict[str, int]:

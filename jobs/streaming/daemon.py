@@ -4,17 +4,19 @@ Spark forks every Python worker of an executor from one daemon process (``pyspar
 each new worker imports what its task needs after the fork: pyspark's worker and Arrow
 serializers (from ``pyspark.zip``, which Spark puts first on the workers' path and which Python
 cannot cache bytecode for), pyarrow, pandas, redis, confluent-kafka and the job's modules. Measured:
-that import is most of a new worker's first task (docs/benchmarks.md, "Worker start"), which every
-job start, and every batch that lands on a new worker, pays. Imported here, before the forks,
-every worker inherits them. Spark starts this module as ``spark.python.daemon.module``
-(jobs/streaming/job.py); on a cluster it comes with the job's code (``--py-files``).
+imports were 40 % of the Python workers' samples in a profile of a 300k replay
+(docs/benchmarks.md, "Streaming job"), paid at every job start and by every batch that lands on a
+new worker. Imported here, before the forks, every worker inherits them. Spark starts this module
+as ``spark.python.daemon.module`` (jobs/streaming/job.py); on a cluster it comes with the job's
+code (``--py-files``).
 
-Threads: pyspark's daemon imports the worker module after the fork because pandas and pyarrow
-start threads on import. The two they start here are OpenBLAS's pool (not started: one thread is
-asked for below, which the tasks never miss) and jemalloc's background thread, which jemalloc
-itself quiesces around ``fork()`` (its ``pthread_atfork`` handlers), as it does for every
-forking Python process that imported pyarrow (the loader's daemon, jobs/loader/daemon.py, has
-preloaded the same libraries through Great Expectations since issue 15).
+Threads: pyspark's daemon imports the worker module after the fork because numpy and pyarrow
+start threads on import. Here those are OpenBLAS's pool (one thread is asked for below, so none
+is started; the tasks do no linear algebra) and jemalloc's background thread, which jemalloc
+carries across ``fork()`` with its own ``pthread_atfork`` handlers. The loader's daemon
+(jobs/loader/daemon.py) has forked workers after importing the same libraries (through Great
+Expectations) since issue 15, and the streaming tests (end to end, three kill -9s, the
+standalone cluster) run with this one.
 """
 
 from __future__ import annotations
