@@ -1,6 +1,8 @@
 """The typed shape of kappa's configuration: frozen pydantic models, one per section.
 
-Loaded and validated by :func:`jobs.common.config.load_config`; never built by hand in jobs.
+Loaded and validated by :func:`jobs.common.config.load_config`; never built by hand in jobs. The
+sections of the stack and the stream live here; the loader's, the access tier's and Airflow's in
+:mod:`jobs.common.config_sections`.
 """
 
 from __future__ import annotations
@@ -9,14 +11,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     SecretStr,
     field_serializer,
     field_validator,
     model_validator,
 )
+
+from jobs.common.config_sections import AirflowConfig, LoaderConfig, Section, ServeConfig
 
 MASK = "**********"
 # librdkafka properties flagged _RK_SENSITIVE in rdkafka_conf.c (plus the alias of one):
@@ -48,11 +50,7 @@ def secret_client_prop(name: str) -> bool:
     return lowered in FILE_FORBIDDEN_CLIENT_PROPS or any(word in lowered for word in _SECRET_WORDS)
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class KafkaConfig(_Section):
+class KafkaConfig(Section):
     """How every Kafka client (collector, Spark source and sink, admin) connects."""
 
     bootstrap_servers: str = Field(min_length=3, pattern=r"^[^,\s]+:\d+(,[^,\s]+:\d+)*$")
@@ -100,7 +98,7 @@ class KafkaConfig(_Section):
         return self
 
 
-class RedisConfig(_Section):
+class RedisConfig(Section):
     """The Redis that holds live summaries."""
 
     host: str = "127.0.0.1"
@@ -132,7 +130,7 @@ class RedisConfig(_Section):
         return self
 
 
-class StackConfig(_Section):
+class StackConfig(Section):
     """Where the embedded stack keeps its data, pidfiles and logs."""
 
     data_dir: Path = Path("var/stack")
@@ -142,7 +140,7 @@ class StackConfig(_Section):
     redis_binary: str = "redis-server"
 
 
-class SparkConfig(_Section):
+class SparkConfig(Section):
     """How the Spark session factory builds the one session of a run."""
 
     master: str = "local[2]"
@@ -165,14 +163,14 @@ class SparkConfig(_Section):
         return value
 
 
-class LakeConfig(_Section):
+class LakeConfig(Section):
     """Where Delta tables and streaming checkpoints live (paths or URIs)."""
 
     root: str = "var/lake"
     checkpoint_root: str = "var/checkpoints"
 
 
-class TopicSpec(_Section):
+class TopicSpec(Section):
     """A topic the platform owns, applied by ``kappa topics apply``."""
 
     partitions: int = Field(default=3, ge=1)
@@ -187,7 +185,7 @@ class TopicSpec(_Section):
                 **self.config}
 
 
-class CollectorConfig(_Section):
+class CollectorConfig(Section):
     """The collection tier: HTTP endpoint, durable log and producer limits."""
 
     host: str = "127.0.0.1"
@@ -206,7 +204,7 @@ class CollectorConfig(_Section):
     auth_token_env: str = Field(default="KAPPA_COLLECTOR_TOKEN", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class StreamingConfig(_Section):
+class StreamingConfig(Section):
     """The long-running RSVP streaming job (docs/streaming.md)."""
 
     query_name: str = Field(default="rsvps-live", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -234,86 +232,7 @@ class StreamingConfig(_Section):
     fail_on_data_loss: bool = True
 
 
-class LoaderTableConfig(_Section):
-    """One loaded table: its source topic and its data-quality policy."""
-
-    topic: str
-    enabled: bool = True
-    quality_policy: Literal["fail", "quarantine"] = "fail"
-
-
-class LoaderConfig(_Section):
-    """The Kafka -> Delta batch loader (docs/tables.md); owned by jobs/loader."""
-
-    tables: dict[str, LoaderTableConfig] = Field(default_factory=lambda: {
-        "bronze.rsvps_raw": LoaderTableConfig(topic="rsvps.raw"),
-        "ops.dlq": LoaderTableConfig(topic="rsvps.dlq"),
-        "silver.rsvps": LoaderTableConfig(topic="rsvps.analyzed"),
-        "gold.rsvp_summaries": LoaderTableConfig(topic="rsvps.summaries"),
-    })
-    max_records_per_run: int | None = Field(default=None, ge=1)  # per table; None = to the bound
-    driver_path_max_rows: int = Field(default=500_000, ge=1)  # records per driver-path batch (measured)
-    write_path: Literal["auto", "driver", "executors"] = "auto"  # who writes append tables' files
-    executor_chunk_rows: int = Field(default=200_000, ge=1)  # rows an executor validates and writes at once
-    freshness_max_age_s: int = Field(default=86_400, ge=1)  # DQ: newest event at most this old
-    freshness_blocking: bool = False  # a stale batch is reported (False) or fails its suite
-    future_skew_s: int = Field(default=300, ge=0)  # DQ: event times further ahead are invalid
-    min_event_ms: int = 946_684_800_000  # DQ: 2000-01-01; older event times are invalid
-    compact_min_files: int = Field(default=4, ge=2)  # a closed partition with more is compacted
-    compact_target_mb: int = Field(default=128, ge=1)
-    open_partition_days: int = Field(default=1, ge=0)  # event dates this recent are never compacted
-    vacuum_retention_h: int = Field(default=168, ge=0)
-    vacuum_floor_h: int = Field(default=24, ge=0)  # vacuum refuses anything shorter
-    slowest_reader_lag_h: int = Field(default=24, ge=0)  # oldest snapshot a reader may still read
-
-
-class ServeConfig(_Section):
-    """The data access tier (``kappa serve``, docs/api.md); owned by jobs/serve.
-
-    The bearer token is never configured here: it is read from the environment variable
-    named by ``auth_token_env`` (auth is off when that variable is unset, unless
-    ``require_auth`` makes the service refuse to start without it).
-    """
-
-    host: str = "127.0.0.1"
-    port: int = Field(default=18090, ge=0, le=65535)
-    analyzed_topic: str | None = None     # None: streaming.analyzed_topic
-    summaries_topic: str | None = None    # None: streaming.summaries_topic
-    auth_token_env: str = Field(default="KAPPA_SERVE_TOKEN", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    require_auth: bool = False
-    ring_buffer_size: int = Field(default=20_000, ge=0)
-    client_buffer: int = Field(default=2_000, ge=1)
-    lag_warning_fraction: float = Field(default=0.5, gt=0, le=1)
-    send_timeout_s: float = Field(default=10.0, gt=0)
-    ping_s: float = Field(default=15.0, gt=0)
-    max_clients: int = Field(default=1_000, ge=1)
-    max_filter_values: int = Field(default=50, ge=1)
-    rate_limit_per_s: float = Field(default=20.0, gt=0)
-    rate_limit_burst: int = Field(default=100, ge=1)
-    catchup_workers: int = Field(default=4, ge=1)
-    catchup_timeout_s: float = Field(default=60.0, gt=0)
-    consumer_batch: int = Field(default=500, ge=1)
-    default_windows: int = Field(default=5, ge=1, le=1_000)
-
-
-class AirflowConfig(_Section):
-    """Where Airflow runs: the local one of ``kappa airflow up``, or MWAA from Terraform outputs."""
-
-    dags_uri: str | None = None
-    webserver_url: str | None = None
-    home: Path | None = None  # AIRFLOW_HOME; default <stack.data_dir>/airflow
-    host: Literal["127.0.0.1", "localhost"] = "127.0.0.1"
-    port: int = Field(default=18280, ge=0, le=65535)  # API server and UI; 0 = a free port at `up`
-    log_port: int = Field(default=0, ge=0, le=65535)  # task log server on loopback; 0 = a free port
-    parallelism: int = Field(default=4, ge=1)  # LocalExecutor workers (each is a process)
-    api_workers: int = Field(default=1, ge=1)
-    sql_alchemy_conn: SecretStr | None = None  # None = SQLite in home; set KAPPA_AIRFLOW__SQL_ALCHEMY_CONN
-    admin_user: str = Field(default="admin", pattern=r"^[A-Za-z0-9_.-]+$")
-    start_timeout_s: float = Field(default=180, gt=0)
-    stop_timeout_s: float = Field(default=20, gt=0)  # SIGTERM grace per process group before SIGKILL
-
-
-class KappaConfig(_Section):
+class KappaConfig(Section):
     """The whole configuration of one run."""
 
     env: str
