@@ -108,6 +108,7 @@ def run(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
         "partitions": PARTITIONS, "spark_master": cfg.spark.master,
         "shuffle_partitions": cfg.spark.shuffle_partitions,
         "max_records_per_partition": cfg.streaming.max_records_per_partition,
+        "task_slots": cfg.streaming.task_slots,
         "read_in_tasks": cfg.streaming.read_in_tasks,
         "broker": "embedded noida-db" if cfg.kafka.embedded else cfg.kafka.bootstrap_servers,
         "produce_s": round(produce_s, 2)}
@@ -229,6 +230,8 @@ def _config(args: argparse.Namespace, folder: Path) -> KappaConfig:
         overrides["spark.shuffle_partitions"] = args.shuffle_partitions
     if args.max_records_per_partition:
         overrides["streaming.max_records_per_partition"] = args.max_records_per_partition
+    if args.task_slots:
+        overrides["streaming.task_slots"] = args.task_slots
     if args.records_through_jvm:
         overrides["streaming.read_in_tasks"] = False
     if args.bootstrap:
@@ -254,6 +257,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                         help="also time the Spark pass with parts switched off (streaming_breakdown.py)")
     parser.add_argument("--max-records-per-partition", type=int,
                         help="streaming.max_records_per_partition (split ranges into more tasks)")
+    parser.add_argument("--task-slots", type=int,
+                        help="streaming.task_slots (a batch's ranges regrouped into at most N tasks)")
     parser.add_argument("--no-kafka-output", action="store_true",
                         help="neither the loop nor the job writes rsvps.analyzed / rsvps.dlq (the "
                              "embedded broker's work after writes then stays out of the comparison)")

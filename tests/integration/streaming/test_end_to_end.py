@@ -107,8 +107,8 @@ def test_fifty_thousand_events_match_an_independent_computation(stream_cfg, spar
     assert all(i["error"] == 0 for i in latest_top["items"])
 
 
-def test_a_replay_twice_through_either_read_path_leaves_redis_as_after_the_first(stream_cfg, spark,
-                                                                              redis_client):
+def test_a_replay_again_through_either_read_path_or_regrouped_leaves_redis_as_after_the_first(
+        stream_cfg, spark, redis_client):
     sent = generate(3_000, seed=5)
     produce(stream_cfg, stream_cfg.streaming.source_topic, (s.line for s in sent))
     spec = RunSpec(mode="replay", ending="latest", max_offsets_per_trigger=1_500, sinks=frozenset({"redis"}))
@@ -140,4 +140,11 @@ def test_a_replay_twice_through_either_read_path_leaves_redis_as_after_the_first
     again = run_stream(through_jvm, RunSpec(mode="replay", ending="latest", max_offsets_per_trigger=1_000,
                                             sinks=frozenset({"redis"}), fresh=True))
     assert again.records_read == 3_000
+    assert snapshot() == first
+    # A third: ranges split (max_records_per_partition) and regrouped into one task (task_slots).
+    regrouped = stream_cfg.model_copy(update={"streaming": stream_cfg.streaming.model_copy(
+        update={"task_slots": 1, "max_records_per_partition": 400})})
+    third = run_stream(regrouped, RunSpec(mode="replay", ending="latest", max_offsets_per_trigger=1_500,
+                                          sinks=frozenset({"redis"}), fresh=True))
+    assert third.records_read == 3_000
     assert snapshot() == first
