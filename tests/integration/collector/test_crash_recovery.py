@@ -22,6 +22,7 @@ from tests.integration.collector.support import read_topic
 
 BATCH = 500
 DELIVERED_BEFORE_KILL = 5_000
+KILL_AFTER_RESUME_S = 0.05
 
 
 def _delivered(consumer: Consumer, topic: str) -> int:
@@ -39,10 +40,13 @@ def test_kill_9_mid_http_run_then_restart_loses_no_acknowledged_record(
     log_path = tmp_path / "crash" / "log.sqlite"
     first = start_collector(raw, dlq, log_path=log_path)
     acknowledged: list[bytes] = []
+    delivered_enough = threading.Event()
 
     def post_until_killed() -> None:
         with httpx.Client() as client:
             for start in range(0, len(items), BATCH):
+                if start == len(items) // 2:  # the second half is posted around the kill
+                    delivered_enough.wait(60)
                 batch = items[start:start + BATCH]
                 try:
                     response = first.post_lines([item.line for item in batch], client)
@@ -57,6 +61,10 @@ def test_kill_9_mid_http_run_then_restart_loses_no_acknowledged_record(
     deadline = time.monotonic() + 60
     while _delivered(watermarks, raw) < DELIVERED_BEFORE_KILL and time.monotonic() < deadline:
         time.sleep(0.005)
+    # However fast the HTTP side is against the delivery to Kafka, the kill lands mid-run: the
+    # poster holds its second half until the broker has acks, and the kill follows its resumption.
+    delivered_enough.set()
+    time.sleep(KILL_AFTER_RESUME_S)
     os.kill(first.proc.pid, signal.SIGKILL)
     first.proc.wait()
     delivered_at_kill = _delivered(watermarks, raw)
