@@ -6,6 +6,7 @@ import os
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import psutil
@@ -36,19 +37,17 @@ def output_topics(job_cfg: KappaConfig) -> list[str]:
     return [getattr(s, n) for n in TOPIC_NAMES if n != "source_topic"]
 
 
-def drop_topics(props: dict[str, str], topics: list[str]) -> float:
-    """Delete ``topics``, then wait for the broker to settle; return the seconds that took.
+def drop_topics(props: dict[str, str], topics: list[str]) -> None:
+    """Delete ``topics``, then wait for the broker to settle.
 
     The embedded broker writes its whole state to one JSON file (``kafka.json``) after writes, so
     its work after each write grows with everything it holds. A phase run after another phase's
     outputs would pay for them: every phase starts with the broker holding the same topics.
     """
-    began = time.monotonic()
     admin = AdminClient(props)
     for future in admin.delete_topics(topics, operation_timeout=60).values():
         future.result(60)
     settle()
-    return round(time.monotonic() - began, 1)
 
 
 def broker_state_mb(cfg: KappaConfig) -> float | None:
@@ -93,7 +92,8 @@ def cpu_by_kind() -> dict[str, float]:
     return totals
 
 
-def with_cpu(run: Any, overhead: Any = None) -> dict[str, Any]:
+def with_cpu(run: Callable[[], dict[str, Any]], overhead: Callable[[], float] = lambda: 0.0
+             ) -> dict[str, Any]:
     """``run()``'s result plus the CPU it (and the broker, a descendant) used per event.
 
     The other processes' CPU is counted until the embedded broker has settled after the run
@@ -103,11 +103,9 @@ def with_cpu(run: Any, overhead: Any = None) -> dict[str, Any]:
     sampling thread (:attr:`RssSampler.cpu_s`): neither the settle wait nor the RSS sampling is
     the job's or the loop's work.
     """
-    before = cpu_by_kind()
-    spent = overhead() if overhead is not None else 0.0
+    before, spent = cpu_by_kind(), overhead()
     result = run()
-    this = cpu_by_kind()["this"] - before["this"]
-    this -= (overhead() if overhead is not None else 0.0) - spent
+    this = cpu_by_kind()["this"] - before["this"] - (overhead() - spent)
     result["broker_settle_s"] = settle()
     after = cpu_by_kind()
     parts = {kind: after[kind] - before[kind] for kind in after} | {"this": max(this, 0.0)}
