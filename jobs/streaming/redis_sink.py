@@ -1,8 +1,8 @@
 """The Redis sink of the live summaries: fenced increments, exactly-once in effect.
 
 Key scheme and fence: docs/streaming.md ("Redis keys"). A batch's increments and the new fence
-go in one ``MULTI/EXEC`` guarded by ``WATCH`` on the fence key: applied entirely or not at all,
-and never twice for the same offsets.
+go to Redis as one script call (:data:`APPLY_SCRIPT`) that checks the fence first: applied
+entirely or not at all, and never twice for the same offsets.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import redis
 
 from jobs.common.config import KappaConfig
@@ -30,6 +31,35 @@ MAX_INDEXED_WINDOWS = 10_000
 HLL_ERROR = 0.0081
 PFADD_CHUNK = 5000
 Partition = tuple[str, int]
+_encode = msgspec.json.Encoder().encode
+
+APPLY_SCRIPT = """
+-- KEYS[1]: the fence hash. ARGV[1]: JSON {"expect": [field, offset or "", ...],
+-- "fence": [field, value, ...], "ops": [[command, arg, ...], ...]}.
+-- Redis runs a script alone: nothing else reads or writes between the check and the last write.
+local batch = cjson.decode(ARGV[1])
+local moved = {}
+for i = 1, #batch.expect, 2 do
+  local have = redis.call('HGET', KEYS[1], batch.expect[i]) or ''
+  if have ~= batch.expect[i + 1] then
+    moved[#moved + 1] = batch.expect[i]
+    moved[#moved + 1] = have
+  end
+end
+if #moved > 0 then return {'moved', moved} end
+local failed = {}
+for _, op in ipairs(batch.ops) do
+  local reply = redis.pcall(unpack(op))
+  if type(reply) == 'table' and reply.err then
+    failed[#failed + 1] = op[1] .. ' ' .. tostring(op[2]) .. ': ' .. reply.err
+  end
+end
+redis.call('HSET', KEYS[1], unpack(batch.fence))
+return {'applied', failed}
+"""
+"""The fenced apply. A command that fails (a key of another type) does not stop the others and the
+fence still moves, as in ``MULTI/EXEC``: a replay must never count the rest twice; the failures
+come back and the batch fails loudly."""
 
 
 class SummarySinkError(KappaError):
@@ -81,6 +111,7 @@ class RedisSummarySink:
         self.slide_ms = cfg.streaming.trending_slide_s * 1000
         self.trending_steps = cfg.streaming.trending_window_s // cfg.streaming.trending_slide_s
         self.client = connect(cfg)
+        self._script = self.client.register_script(APPLY_SCRIPT)
 
     def setup(self) -> None:
         """Fail fast when Redis cannot be reached."""
@@ -99,28 +130,38 @@ class RedisSummarySink:
     def apply(self, increments: Sequence[Any], expected: Mapping[Partition, int],
               new_fence: Mapping[Partition, int], meta: Mapping[str, Any]) -> Applied:
         """Apply a batch's increments and move the fence, atomically; raise FenceMoved on a race."""
-        applied = Applied()
-        with self.client.pipeline(transaction=True) as pipe:
-            pipe.watch(self.keys.fence)
-            current = _parse_fence(pipe.hgetall(self.keys.fence))
-            moved = {tp: current.get(tp) for tp in new_fence if current.get(tp) != expected.get(tp)}
-            if moved:
-                raise FenceMoved(f"the Redis fence moved while the batch was computed ({moved}); "
-                                 "another query writes the same summaries: stop it")
-            pipe.multi()
-            self._increments(pipe, increments, applied)
-            totals = meta.get("totals", {})
-            for name, value in totals.items():
-                if value:
-                    pipe.hincrby(self.keys("totals"), name, int(value))
-            fence: dict[Any, Any] = {f"{t}:{p}": str(o) for (t, p), o in new_fence.items()}
-            fence |= {key: str(meta[key]) for key in ("batch_id", "query") if key in meta}
-            fence["updated_ms"] = str(int(time.time() * 1000))
-            pipe.hset(self.keys.fence, mapping=fence)
-            pipe.execute()
+        applied, ops = Applied(), ScriptOps()
+        self._increments(ops, increments, applied)
+        for name, value in meta.get("totals", {}).items():
+            if value:
+                ops.hincrby(self.keys("totals"), name, int(value))
+        fence: dict[str, str] = {f"{t}:{p}": str(o) for (t, p), o in new_fence.items()}
+        fence |= {key: str(meta[key]) for key in ("batch_id", "query") if key in meta}
+        fence["updated_ms"] = str(int(time.time() * 1000))
+        expect = [item for (t, p) in new_fence
+                  for item in (f"{t}:{p}", str(expected[(t, p)]) if (t, p) in expected else "")]
+        if ops.members:  # idempotent (add_members), so outside the fenced script
+            with self.client.pipeline(transaction=False) as pipe:
+                for args in ops.members:
+                    pipe.pfadd(*args)
+                pipe.execute()
+        payload = _encode({"expect": expect, "fence": [x for kv in fence.items() for x in kv],
+                           "ops": ops.ops})
+        status, detail = self._script(keys=[self.keys.fence], args=[payload])
+        if status == "moved":
+            moved = {_partition(detail[i]): int(detail[i + 1]) if detail[i + 1] else None
+                     for i in range(0, len(detail), 2)}
+            raise FenceMoved(f"the Redis fence moved while the batch was computed ({moved}); "
+                             "another query writes the same summaries: stop it")
+        if detail:
+            raise SummarySinkError(f"{len(detail)} Redis write(s) of batch {meta.get('batch_id')} failed "
+                                   f"(the fence moved, the others applied), first: {detail[0]}; "
+                                   "another program writes keys under the prefix "
+                                   f"{self.keys.prefix!r}: stop it, then rebuild the summaries "
+                                   "(docs/runbooks/redis-lost.md)")
         return applied
 
-    def _increments(self, pipe, increments: Iterable[Any], applied: Applied) -> None:  # noqa: PLR0912
+    def _increments(self, pipe: ScriptOps, increments: Iterable[Any], applied: Applied) -> None:  # noqa: PLR0912
         ttl, event_ttl, keys = self.cfg.streaming.window_ttl_s, self.cfg.streaming.event_ttl_s, self.keys
         members: dict[int, list[str]] = defaultdict(list)
         windows: dict[str, set[int]] = defaultdict(set)
@@ -166,7 +207,7 @@ class RedisSummarySink:
             pipe.zadd(keys(name, "windows"), {str(s): s for s in starts})
             pipe.zremrangebyrank(keys(name, "windows"), 0, -MAX_INDEXED_WINDOWS - 1)
 
-    def _trending(self, pipe, minutes: set[int], applied: Applied, windows: dict[str, set[int]]) -> None:
+    def _trending(self, pipe: ScriptOps, minutes: set[int], applied: Applied, windows: dict[str, set[int]]) -> None:
         """Rebuild every sliding window a changed bucket belongs to, as an absolute union."""
         starts = {m - k * self.slide_ms for m in minutes for k in range(self.trending_steps)}
         for start in sorted(starts):
@@ -231,6 +272,41 @@ class RedisSummarySink:
         self.client.close()
 
 
+class ScriptOps:
+    """The commands of an apply, gathered for :data:`APPLY_SCRIPT` (the pipeline methods it uses).
+
+    ``PFADD``s are kept apart (``members``): they are idempotent and go outside the fence.
+    """
+
+    def __init__(self) -> None:
+        self.ops: list[list[str]] = []
+        self.members: list[list[str]] = []
+
+    def hincrby(self, key: str, field: str, amount: int) -> None:
+        self.ops.append(["HINCRBY", key, field, str(amount)])
+
+    def hset(self, key: str, field: str, value: str) -> None:
+        self.ops.append(["HSET", key, field, value])
+
+    def zincrby(self, key: str, amount: int, member: str) -> None:
+        self.ops.append(["ZINCRBY", key, str(amount), member])
+
+    def expire(self, key: str, seconds: int) -> None:
+        self.ops.append(["EXPIRE", key, str(seconds)])
+
+    def zadd(self, key: str, mapping: Mapping[str, int]) -> None:
+        self.ops.append(["ZADD", key, *(x for member, score in mapping.items() for x in (str(score), member))])
+
+    def zremrangebyrank(self, key: str, start: int, end: int) -> None:
+        self.ops.append(["ZREMRANGEBYRANK", key, str(start), str(end)])
+
+    def zunionstore(self, dest: str, keys: Sequence[str]) -> None:
+        self.ops.append(["ZUNIONSTORE", dest, str(len(keys)), *keys])
+
+    def pfadd(self, key: str, *values: str) -> None:
+        self.members.append([key, *values])
+
+
 def add_members(pipe, keys: Keys, members: Mapping[int, Sequence[str]]) -> None:
     """PFADD member ids by window start (-1: the all-time set) on a pipeline.
 
@@ -257,6 +333,11 @@ def _parse_fence(raw: Mapping[Any, Any]) -> dict[Partition, int]:
         if sep and partition.isdigit():
             fence[(topic, int(partition))] = int(value)
     return fence
+
+
+def _partition(field: str) -> Partition:
+    topic, _, partition = field.rpartition(":")
+    return topic, int(partition)
 
 
 def _window(kind: str, key: str, start: int, size_ms: int) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from jobs.common.config import KappaConfig
-from jobs.streaming.redis_sink import FenceMoved, RedisSummarySink
+from jobs.streaming.redis_sink import FenceMoved, RedisSummarySink, SummarySinkError
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 MINUTE = 60_000
@@ -157,3 +157,24 @@ def test_metrics_hash_and_history(sink: RedisSummarySink) -> None:
     assert [h["batch_id"] for h in history[:2]] == [101, 100]
     assert history[-1]["batch_id"] == 2
     assert history[0]["end_offsets"] == {"rsvps.raw": {"0": 101}}
+
+
+def test_names_outside_ascii_and_with_separators_arrive_intact(sink: RedisSummarySink) -> None:
+    """The apply travels as one JSON document into a Lua script: its strings must come out as sent."""
+    names = ["Zürich", "東京", 'São "Paulo"', "a:b\\c", "tab\tand\nnewline", ""]
+    sink.apply([inc("city", T0, name, 2) for name in names]
+               + [inc("topic", 0, name) for name in names], {}, {RAW0: 1}, META)
+    assert sink.client.hgetall(sink.keys("cities", T0)) == {name: "2" for name in names}
+    assert sink.client.zrange(sink.keys("topics", "all"), 0, -1) == sorted(names, key=str.encode)
+
+
+def test_a_failing_write_moves_the_fence_applies_the_rest_and_raises(sink: RedisSummarySink) -> None:
+    """As with MULTI/EXEC, one refused command (a key of another type under the prefix) neither
+    stops the rest nor leaves the fence behind: a replay must not count the rest twice."""
+    sink.client.set(sink.keys("cities", T0), "not a hash")
+    with pytest.raises(SummarySinkError, match=r"1 Redis write\(s\) of batch 4 failed .*HINCRBY "
+                       + sink.keys("cities", T0) + ".*WRONGTYPE"):
+        sink.apply(BATCH, {}, {RAW0: 10}, META)
+    assert sink.fence() == {RAW0: 10}
+    assert sink.client.hget(sink.keys("cities", T0 + MINUTE), "Madrid") == "1"
+    assert sink.client.zscore(sink.keys("topics", "all"), "Salsa") == 5.0
