@@ -8,7 +8,6 @@ the batch only after this function returns.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import traceback
@@ -16,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 from confluent_kafka import Consumer, Producer, TopicPartition
 from pyspark.sql import DataFrame
 
@@ -30,6 +30,7 @@ from jobs.streaming.validate import Rules
 logger = logging.getLogger(__name__)
 
 METRICS_SCHEMA_VERSION = 1
+_encode = msgspec.json.Encoder().encode
 KAFKA, REDIS = "kafka", "redis"
 
 
@@ -219,7 +220,7 @@ class BatchProcessor:
                              self.cfg.streaming.errors_topic)
 
     def _produce(self, topic: str, key: str, value: Mapping[str, Any]) -> None:
-        self.producer.produce(topic, key=key.encode(), value=json.dumps(value).encode())
+        self.producer.produce(topic, key=key.encode(), value=_encode(value))
         self.producer.poll(0)
 
     def close(self) -> None:

@@ -134,7 +134,7 @@ class RedisSummarySink:
         self._increments(ops, increments, applied)
         for name, value in meta.get("totals", {}).items():
             if value:
-                ops.hincrby(self.keys("totals"), name, int(value))
+                ops("HINCRBY", self.keys("totals"), name, int(value))
         fence: dict[str, str] = {f"{t}:{p}": str(o) for (t, p), o in new_fence.items()}
         fence |= {key: str(meta[key]) for key in ("batch_id", "query") if key in meta}
         fence["updated_ms"] = str(int(time.time() * 1000))
@@ -161,21 +161,21 @@ class RedisSummarySink:
                                    "(docs/runbooks/redis-lost.md)")
         return applied
 
-    def _increments(self, pipe: ScriptOps, increments: Iterable[Any], applied: Applied) -> None:  # noqa: PLR0912
+    def _increments(self, op: ScriptOps, increments: Iterable[Any], applied: Applied) -> None:  # noqa: PLR0912
         ttl, event_ttl, keys = self.cfg.streaming.window_ttl_s, self.cfg.streaming.event_ttl_s, self.keys
         members: dict[int, list[str]] = defaultdict(list)
         windows: dict[str, set[int]] = defaultdict(set)
         for row in increments:
             kind, start, item = row["kind"], int(row["window_start"]), row["item"]
             if kind == CITY:
-                pipe.hincrby(keys("cities", start), item, row["n"])
+                op("HINCRBY", keys("cities", start), item, row["n"])
                 applied.cities.add((start, item))
                 windows["cities"].add(start)
             elif kind == TOPIC_MINUTE:
-                pipe.zincrby(keys("topics", "minute", start), row["n"], item)
+                op("ZINCRBY", keys("topics", "minute", start), row["n"], item)
                 windows["topics:minute"].add(start)
             elif kind == TOPIC:
-                pipe.zincrby(keys("topics", "all"), row["n"], item)
+                op("ZINCRBY", keys("topics", "all"), row["n"], item)
                 applied.topics = True
             elif kind == MEMBER:
                 members[start].append(item)
@@ -188,32 +188,33 @@ class RedisSummarySink:
                 key = keys("event", item)
                 for name, value in (("yes", row["n"]), ("no", row["no"]), ("guests", row["guests"])):
                     if value:  # an absent field reads as 0 (read_back, kappa summaries event)
-                        pipe.hincrby(key, name, value)
+                        op("HINCRBY", key, name, value)
                 if row["label"] is not None:
-                    pipe.hset(key, "event_name", row["label"])
-                pipe.expire(key, event_ttl)
+                    op("HSET", key, "event_name", row["label"])
+                op("EXPIRE", key, event_ttl)
                 applied.events.add(item)
-        add_members(pipe, keys, members)
+        add_members(op, keys, members)
         for start in members:
             if start >= 0:
                 applied.members.add(start)
                 windows["members"].add(start)
-        self._trending(pipe, windows["topics:minute"], applied, windows)
+        self._trending(op, windows["topics:minute"], applied, windows)
         for name, starts in windows.items():
             if not starts:  # e.g. no on-time topics in the batch: ZADD refuses an empty mapping
                 continue
             for start in starts:
-                pipe.expire(keys(name, start), ttl)
-            pipe.zadd(keys(name, "windows"), {str(s): s for s in starts})
-            pipe.zremrangebyrank(keys(name, "windows"), 0, -MAX_INDEXED_WINDOWS - 1)
+                op("EXPIRE", keys(name, start), ttl)
+            op("ZADD", keys(name, "windows"), *(x for s in starts for x in (s, s)))
+            op("ZREMRANGEBYRANK", keys(name, "windows"), 0, -MAX_INDEXED_WINDOWS - 1)
 
-    def _trending(self, pipe: ScriptOps, minutes: set[int], applied: Applied, windows: dict[str, set[int]]) -> None:
+    def _trending(self, op: ScriptOps, minutes: set[int], applied: Applied,
+                  windows: dict[str, set[int]]) -> None:
         """Rebuild every sliding window a changed bucket belongs to, as an absolute union."""
         starts = {m - k * self.slide_ms for m in minutes for k in range(self.trending_steps)}
         for start in sorted(starts):
             buckets = [self.keys("topics", "minute", start + k * self.slide_ms)
                        for k in range(self.trending_steps)]
-            pipe.zunionstore(self.keys("trending", start), buckets)
+            op("ZUNIONSTORE", self.keys("trending", start), len(buckets), *buckets)
             applied.trending.add(start)
             windows["trending"].add(start)
 
@@ -273,37 +274,22 @@ class RedisSummarySink:
 
 
 class ScriptOps:
-    """The commands of an apply, gathered for :data:`APPLY_SCRIPT` (the pipeline methods it uses).
+    """The commands of an apply, gathered for :data:`APPLY_SCRIPT`: ``ops("HINCRBY", key, field, n)``.
 
-    ``PFADD``s are kept apart (``members``): they are idempotent and go outside the fence.
+    ``PFADD``s (``pfadd``, as :func:`add_members` calls it on a pipeline) are kept apart in
+    ``members``: they are idempotent and go outside the fence.
     """
 
     def __init__(self) -> None:
         self.ops: list[list[str]] = []
         self.members: list[list[str]] = []
 
-    def hincrby(self, key: str, field: str, amount: int) -> None:
-        self.ops.append(["HINCRBY", key, field, str(amount)])
-
-    def hset(self, key: str, field: str, value: str) -> None:
-        self.ops.append(["HSET", key, field, value])
-
-    def zincrby(self, key: str, amount: int, member: str) -> None:
-        self.ops.append(["ZINCRBY", key, str(amount), member])
-
-    def expire(self, key: str, seconds: int) -> None:
-        self.ops.append(["EXPIRE", key, str(seconds)])
-
-    def zadd(self, key: str, mapping: Mapping[str, int]) -> None:
-        self.ops.append(["ZADD", key, *(x for member, score in mapping.items() for x in (str(score), member))])
-
-    def zremrangebyrank(self, key: str, start: int, end: int) -> None:
-        self.ops.append(["ZREMRANGEBYRANK", key, str(start), str(end)])
-
-    def zunionstore(self, dest: str, keys: Sequence[str]) -> None:
-        self.ops.append(["ZUNIONSTORE", dest, str(len(keys)), *keys])
+    def __call__(self, command: str, *args: object) -> None:
+        """Add one command (arguments as Redis receives them: strings)."""
+        self.ops.append([command, *map(str, args)])
 
     def pfadd(self, key: str, *values: str) -> None:
+        """Add the member ids of one HyperLogLog."""
         self.members.append([key, *values])
 
 
