@@ -15,7 +15,7 @@ malformed lines) round-robin to a 3-partition topic, then measures, in one run o
 * ``latency``: the job live (1 s trigger) while a paced producer sends ``--rate`` events/s for
   ``--seconds`` (after ``--settle`` seconds of the same rate, not counted). Latency of an event =
   the first time a 10 ms poller saw the Redis fence of its partition (written in the same
-  ``MULTI/EXEC`` as the summary increments) beyond its offset, minus its produce time;
+  fenced script call as the summary increments) beyond its offset, minus its produce time;
 * ``rss``: the peak, sampled every 0.2 s, of the driver JVM plus every process under it (Python
   workers), and of this process (the driver's Python, which also runs the benchmark);
 * between phases, the embedded broker is left to settle (the work it does after taking writes
