@@ -105,8 +105,6 @@ class BatchProcessor:
         # One pass: every task validates its records, produces the Kafka outputs and counts;
         # only the counts come back (jobs/streaming/task.py).
         clock.lap("fence")
-        if self.source is not None:  # offset ranges, not records: at most one task per core
-            df = df.coalesce(self.cfg.streaming.task_slots or _cores(df))
         output = df.mapInArrow(batch_task(self._plan(used, fence)), TASK_SCHEMA).toArrow()
         clock.lap("read_process_produce")
         stats, increments = split_output(output)
@@ -228,11 +226,6 @@ class BatchProcessor:
         self.producer.flush(30)
         if self._latest is not None:
             self._latest.close()
-
-
-def _cores(df: DataFrame) -> int:
-    """The executors' cores (Spark's default parallelism: ``local[N]``'s N on one machine)."""
-    return max(1, int(df.sparkSession.sparkContext.defaultParallelism))
 
 
 class _Clock:

@@ -155,8 +155,10 @@ def _run_query(spark, cfg: KappaConfig, spec: RunSpec, query: str, checkpoint: s
     if s.max_records_per_partition:
         options["maxRecordsPerPartition"] = s.max_records_per_partition
     ranges = s.read_in_tasks and choose_backends(cfg).kafka == "python"
-    if ranges:  # the tasks read their ranges themselves: the records never enter the JVM
-        options["emitRanges"] = "true"
+    if ranges:  # the tasks read their ranges themselves: the records never enter the JVM,
+        # and each of at most one task per core gets an equal share of the batch's records
+        options |= {"emitRanges": "true",
+                    "rangeGroups": s.task_slots or spark.sparkContext.defaultParallelism}
     fmt, opts = read_options(cfg, topics=[s.source_topic], starting=spec.starting,
                              ending=spec.ending, stream=True, options=options, checkpoint=checkpoint)
     processor.source = opts if ranges else None

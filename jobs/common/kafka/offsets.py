@@ -40,6 +40,48 @@ class OffsetRange(InputPartition):
         return self.topic, self.partition, self.start, self.end
 
 
+@dataclass(frozen=True)
+class RangeGroup(InputPartition):
+    """Several ranges read by one task (``emitRanges`` with ``rangeGroups``)."""
+
+    ranges: tuple[OffsetRange, ...]
+
+
+def group_ranges(ranges: list[OffsetRange], groups: int) -> list[RangeGroup]:
+    """The ranges as at most ``groups`` groups of equal record counts (within one record).
+
+    Ranges are taken in order and cut where a group is full, so a topic-partition is split across
+    at most two neighbouring groups per cut: with 3 equal partitions and 2 groups, each group holds
+    one and a half partitions. Empty ranges are dropped; no group is empty.
+    """
+    ranges = [r for r in ranges if r.size > 0]
+    total = sum(r.size for r in ranges)
+    if not ranges or groups <= 1:
+        return [RangeGroup(tuple(ranges))] if ranges else []
+    result: list[RangeGroup] = []
+    current: list[OffsetRange] = []
+    filled, index = 0, 0
+    target = _share(total, groups, 0)
+    for rng in ranges:
+        start = rng.start
+        while start < rng.end:
+            take = min(rng.end - start, target - filled)
+            current.append(OffsetRange(rng.topic, rng.partition, start, start + take))
+            start, filled = start + take, filled + take
+            if filled == target and index < groups - 1:
+                result.append(RangeGroup(tuple(current)))
+                current, filled, index = [], 0, index + 1
+                target = _share(total, groups, index)
+    if current:
+        result.append(RangeGroup(tuple(current)))
+    return [group for group in result if group.ranges]
+
+
+def _share(total: int, groups: int, index: int) -> int:
+    """Records of group ``index`` when ``total`` is shared by ``groups`` (the first ones get the rest)."""
+    return total // groups + (1 if index < total % groups else 0)
+
+
 def to_json(offsets: Mapping[TopicPartitionKey, int]) -> dict[str, dict[str, int]]:
     """Offsets as the checkpoint JSON of Spark's Kafka source, topics and partitions sorted."""
     result: dict[str, dict[str, int]] = {}

@@ -44,6 +44,7 @@ SOURCE_OPTIONS = {
     "commitoffsetstogroup", "datalosslogdir", "initialoffsetsfile", "consumercache.capacity",
     "consumercache.timeoutms", "fetchspill.maxbytes", "fetchspill.ttlms", "fetchspill.dir",
     "emitranges",
+    "rangegroups",
 }
 UNSUPPORTED_SOURCE_OPTIONS = {
     "minoffsetspertrigger": "Spark 4.2 Python sources cannot combine a minimum with "
@@ -95,6 +96,9 @@ class SourceOptions:
     fetch_spill_ttl_ms: int = DEFAULT_FETCH_SPILL_TTL_MS
     fetch_spill_dir: str | None = None
     emit_ranges: bool = False
+    range_groups: int | None = None
+    """With ``emitRanges``: this many input partitions, each a list of ranges holding an equal share
+    of the batch's records (ranges cut where needed), instead of one input partition per range."""
 
     def describe(self) -> str:
         """What the source reads, for log lines and error messages."""
@@ -160,6 +164,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         or DEFAULT_FETCH_SPILL_TTL_MS,
         fetch_spill_dir=_non_empty(opts, "fetchspill.dir", "fetchSpill.dir"),
         emit_ranges=_bool(opts, "emitranges", "emitRanges", False),
+        range_groups=_positive(opts, "rangegroups", "rangeGroups"),
     )
 
 

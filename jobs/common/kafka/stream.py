@@ -31,9 +31,11 @@ from jobs.common.kafka.groups import GroupCommitter
 from jobs.common.kafka.offsets import (
     OffsetRange,
     Offsets,
+    RangeGroup,
     behind,
     cap,
     from_json,
+    group_ranges,
     plan_ranges,
     rate_limit,
     split_ranges,
@@ -122,10 +124,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         planned = split_ranges(ranges, options.min_partitions, options.max_records_per_partition)
         logger.debug("kafka batch plan ranges=%d rows=%d lost=%d", len(planned),
                      sum(r.size for r in planned), sum(loss.skipped or 0 for loss in losses))
+        if options.emit_ranges and options.range_groups:
+            return list(group_ranges(planned, options.range_groups))
         return list(planned)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Read one range on an executor (with ``emitRanges``: the range itself, one row)."""
+        if isinstance(partition, RangeGroup):  # emitRanges with rangeGroups: a row per range
+            return iter([rng.as_row() for rng in partition.ranges])
         assert isinstance(partition, OffsetRange)
         if self._options.emit_ranges:
             return iter([partition.as_row()])
