@@ -104,7 +104,9 @@ def java_version() -> tuple[int, str]:
         raise KappaError(f"Java {JAVA_MAJOR} not found (no java on PATH, JAVA_HOME unset); "
                          "install openjdk-17-jre-headless or set JAVA_HOME")
     out = subprocess.run([java, "-version"], capture_output=True, text=True, check=False)
-    line = (out.stderr or out.stdout).splitlines()[0] if (out.stderr or out.stdout) else ""
+    lines = (out.stderr or out.stdout).splitlines()
+    # the version line is not always the first: "Picked up JAVA_TOOL_OPTIONS: ..." may come before
+    line = next((x for x in lines if re.search(r'version "', x)), lines[0] if lines else "")
     match = re.search(r'version "(\d+)(?:\.(\d+))?', line)
     if not match:
         raise KappaError(f"could not read the Java version from {java!r}: {line!r}")
