@@ -28,6 +28,10 @@ from jobs.streaming.state import QueryLock, WatermarkLog, check_fingerprint, che
 logger = logging.getLogger(__name__)
 WORKER_CONF = {"spark.python.daemon.module": "jobs.streaming.daemon"}
 """The executors' Python workers fork from jobs/streaming/daemon.py (the task's modules preloaded)."""
+LOCAL_JVM_CONF = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
+"""A local job whose tasks read their ranges themselves leaves the JVM only planning and scheduling:
+its JIT stops at the quick compiler (C1). Measured on a 300k replay: the JVM's CPU per event
+halved, most of it C2 compiler threads (docs/benchmarks.md). ``spark.conf`` can override it."""
 
 Mode = Literal["live", "replay"]
 SINKS = (KAFKA, REDIS)
@@ -107,7 +111,9 @@ def run_stream(cfg: KappaConfig, spec: RunSpec, progress: Callable[[str], None] 
                                                   sorted(spec.sinks)), query)
         check_retention(cfg, checkpoint, query, skip=spec.skip_lost, progress=progress)
         sink = _redis_sink(cfg) if REDIS in spec.sinks else None
-        spark = build_spark(cfg, app_name=f"kappa-stream-{query}", extra_conf=WORKER_CONF)
+        local_ranges = _read_in_tasks(cfg) and cfg.spark.master.startswith("local")
+        spark = build_spark(cfg, app_name=f"kappa-stream-{query}",
+                            extra_conf=WORKER_CONF | (LOCAL_JVM_CONF if local_ranges else {}))
         processor = BatchProcessor(cfg, query, spec.sinks,
                                    WatermarkLog(checkpoint, cfg.streaming.watermark_s * 1000), sink)
         started = time.monotonic()
@@ -138,6 +144,11 @@ def run_stream(cfg: KappaConfig, spec: RunSpec, progress: Callable[[str], None] 
         lock.release()
 
 
+def _read_in_tasks(cfg: KappaConfig) -> bool:
+    """Whether the tasks read their offset ranges (``emitRanges``): kafka-py and ``read_in_tasks``."""
+    return cfg.streaming.read_in_tasks and choose_backends(cfg).kafka == "python"
+
+
 def _redis_sink(cfg: KappaConfig):
     from jobs.streaming.redis_sink import RedisSummarySink
 
@@ -154,7 +165,7 @@ def _run_query(spark, cfg: KappaConfig, spec: RunSpec, query: str, checkpoint: s
                "failOnDataLoss": str(s.fail_on_data_loss and not spec.skip_lost).lower()}
     if s.max_records_per_partition:
         options["maxRecordsPerPartition"] = s.max_records_per_partition
-    ranges = s.read_in_tasks and choose_backends(cfg).kafka == "python"
+    ranges = _read_in_tasks(cfg)
     if ranges:  # the tasks read their ranges themselves: the records never enter the JVM,
         # and each of at most one task per core gets an equal share of the batch's records
         options |= {"emitRanges": "true",
