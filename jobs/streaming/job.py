@@ -111,9 +111,7 @@ def run_stream(cfg: KappaConfig, spec: RunSpec, progress: Callable[[str], None] 
                                                   sorted(spec.sinks)), query)
         check_retention(cfg, checkpoint, query, skip=spec.skip_lost, progress=progress)
         sink = _redis_sink(cfg) if REDIS in spec.sinks else None
-        local_ranges = _read_in_tasks(cfg) and cfg.spark.master.startswith("local")
-        spark = build_spark(cfg, app_name=f"kappa-stream-{query}",
-                            extra_conf=WORKER_CONF | (LOCAL_JVM_CONF if local_ranges else {}))
+        spark = build_spark(cfg, app_name=f"kappa-stream-{query}", extra_conf=job_spark_conf(cfg))
         processor = BatchProcessor(cfg, query, spec.sinks,
                                    WatermarkLog(checkpoint, cfg.streaming.watermark_s * 1000), sink)
         started = time.monotonic()
@@ -142,6 +140,12 @@ def run_stream(cfg: KappaConfig, spec: RunSpec, progress: Callable[[str], None] 
                       duration_s=round(time.monotonic() - started, 2), checkpoint=str(checkpoint))
     finally:
         lock.release()
+
+
+def job_spark_conf(cfg: KappaConfig) -> dict[str, str]:
+    """The job's own Spark settings (``spark.conf`` from the config comes after and wins)."""
+    local_ranges = _read_in_tasks(cfg) and cfg.spark.master.startswith("local")
+    return WORKER_CONF | (LOCAL_JVM_CONF if local_ranges else {})
 
 
 def _read_in_tasks(cfg: KappaConfig) -> bool:

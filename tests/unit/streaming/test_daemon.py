@@ -5,8 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from jobs.common.config import load_config
 from jobs.streaming.daemon import PRELOAD
-from jobs.streaming.job import WORKER_CONF
+from jobs.streaming.job import WORKER_CONF, job_spark_conf
 
 
 def test_every_preloaded_module_imports_and_a_missing_one_is_reported_not_raised() -> None:
@@ -21,3 +22,13 @@ def test_every_preloaded_module_imports_and_a_missing_one_is_reported_not_raised
 
 def test_the_job_asks_spark_for_this_daemon() -> None:
     assert WORKER_CONF == {"spark.python.daemon.module": "jobs.streaming.daemon"}
+
+
+def test_only_a_local_job_reading_its_own_ranges_asks_for_the_quick_jit() -> None:
+    daemon = {"spark.python.daemon.module": "jobs.streaming.daemon"}
+    quick = daemon | {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
+    assert job_spark_conf(load_config("test", environ={"KAPPA_SPARK__MASTER": "local[2]"})) == quick
+    assert job_spark_conf(load_config("test", environ={
+        "KAPPA_SPARK__MASTER": "spark://127.0.0.1:7077"})) == daemon
+    assert job_spark_conf(load_config("test", environ={
+        "KAPPA_SPARK__MASTER": "local[2]", "KAPPA_STREAMING__READ_IN_TASKS": "false"})) == daemon
