@@ -30,6 +30,8 @@ HISTORY = 100
 MAX_INDEXED_WINDOWS = 10_000
 HLL_ERROR = 0.0081
 PFADD_CHUNK = 5000
+SCRIPT_CHUNK = 1000
+"""Members per ``ZADD`` inside the apply script: Lua cannot ``unpack`` a list of over ~8,000."""
 Partition = tuple[str, int]
 _encode = msgspec.json.Encoder().encode
 
@@ -48,18 +50,22 @@ for i = 1, #batch.expect, 2 do
 end
 if #moved > 0 then return {'moved', moved} end
 local failed = {}
-for _, op in ipairs(batch.ops) do
-  local reply = redis.pcall(unpack(op))
-  if type(reply) == 'table' and reply.err then
-    failed[#failed + 1] = op[1] .. ' ' .. tostring(op[2]) .. ': ' .. reply.err
+local ok, err = pcall(function()
+  for _, op in ipairs(batch.ops) do
+    local reply = redis.pcall(unpack(op))
+    if type(reply) == 'table' and reply.err then
+      failed[#failed + 1] = op[1] .. ' ' .. tostring(op[2]) .. ': ' .. reply.err
+    end
   end
-end
+end)
+if not ok then failed[#failed + 1] = 'script: ' .. tostring(err) end
 redis.call('HSET', KEYS[1], unpack(batch.fence))
 return {'applied', failed}
 """
 """The fenced apply. A command that fails (a key of another type) does not stop the others and the
 fence still moves, as in ``MULTI/EXEC``: a replay must never count the rest twice; the failures
-come back and the batch fails loudly."""
+come back and the batch fails loudly. A Lua error among the writes (none is known: arguments are
+chunked, see SCRIPT_CHUNK) is caught the same way, so no partial apply leaves the fence behind."""
 
 
 class SummarySinkError(KappaError):
@@ -204,7 +210,9 @@ class RedisSummarySink:
                 continue
             for start in starts:
                 op("EXPIRE", keys(name, start), ttl)
-            op("ZADD", keys(name, "windows"), *(x for s in starts for x in (s, s)))
+            ordered = sorted(starts)
+            for i in range(0, len(ordered), SCRIPT_CHUNK):  # Lua's unpack() takes ~8,000 values
+                op("ZADD", keys(name, "windows"), *(x for s in ordered[i:i + SCRIPT_CHUNK] for x in (s, s)))
             op("ZREMRANGEBYRANK", keys(name, "windows"), 0, -MAX_INDEXED_WINDOWS - 1)
 
     def _trending(self, op: ScriptOps, minutes: set[int], applied: Applied,

@@ -178,3 +178,27 @@ def test_a_failing_write_moves_the_fence_applies_the_rest_and_raises(sink: Redis
     assert sink.fence() == {RAW0: 10}
     assert sink.client.hget(sink.keys("cities", T0 + MINUTE), "Madrid") == "1"
     assert sink.client.zscore(sink.keys("topics", "all"), "Salsa") == 5.0
+
+
+def test_a_batch_touching_thousands_of_windows_applies_whole(sink: RedisSummarySink) -> None:
+    """A replay batch can span days of minute windows; the index of every one is written (the
+    script's commands take no more arguments than Lua can hand to Redis)."""
+    windows = 9_000
+    sink.apply([inc("city", T0 + k * MINUTE, "Madrid") for k in range(windows)], {}, {RAW0: 1}, META)
+    assert sink.client.zcard(sink.keys("cities", "windows")) == windows
+    assert sink.client.hget(sink.keys("cities", T0 + (windows - 1) * MINUTE), "Madrid") == "1"
+    assert sink.fence() == {RAW0: 1}
+
+
+def test_a_lua_error_among_the_writes_still_moves_the_fence_and_fails_loudly(
+        sink: RedisSummarySink, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The safety net behind the chunking: unchunked, 9,000 window starts are one ZADD too many
+    for Lua's unpack(); the script catches that, moves the fence (what was written stays written,
+    and a replay must not count it again) and the batch fails naming the error."""
+    from jobs.streaming import redis_sink
+
+    monkeypatch.setattr(redis_sink, "SCRIPT_CHUNK", 100_000)
+    with pytest.raises(SummarySinkError, match=r"script: .*too many results to unpack"):
+        sink.apply([inc("city", T0 + k * MINUTE, "Madrid") for k in range(9_000)], {}, {RAW0: 1}, META)
+    assert sink.fence() == {RAW0: 1}
+    assert sink.client.hget(sink.keys("cities", T0), "Madrid") == "1"
