@@ -22,7 +22,8 @@ from pyspark.sql import DataFrame
 from jobs.common.config import KappaConfig
 from jobs.common.kafka.client import consumer_config, producer_config
 from jobs.streaming.aggregates import Windows
-from jobs.streaming.redis_sink import Partition, RedisSummarySink
+from jobs.streaming.redis_script import Partition
+from jobs.streaming.redis_sink import RedisSummarySink
 from jobs.streaming.state import BatchWatermark, WatermarkLog
 from jobs.streaming.task import TASK_SCHEMA, TaskPlan, batch_task, split_output
 from jobs.streaming.validate import Rules

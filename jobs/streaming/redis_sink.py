@@ -1,8 +1,8 @@
 """The Redis sink of the live summaries: fenced increments, exactly-once in effect.
 
 Key scheme and fence: docs/streaming.md ("Redis keys"). A batch's increments and the new fence
-go to Redis as one script call (:data:`APPLY_SCRIPT`) that checks the fence first: applied
-entirely or not at all, and never twice for the same offsets.
+go to Redis as one script call (jobs/streaming/redis_script.py) that checks the fence first:
+applied entirely or not at all, and never twice for the same offsets.
 """
 
 from __future__ import annotations
@@ -10,18 +10,23 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
 import redis
 
 from jobs.common.config import KappaConfig
-from jobs.common.errors import KappaError
 from jobs.streaming.aggregates import CITY, EVENT, MEMBER, MEMBER_ALL, MEMBERS_ADDED, TOPIC, TOPIC_MINUTE
+from jobs.streaming.redis_script import (
+    SCRIPT_CHUNK,
+    FencedApply,
+    Partition,
+    ScriptOps,
+    SummarySinkError,
+    parse_fence,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -30,51 +35,6 @@ HISTORY = 100
 MAX_INDEXED_WINDOWS = 10_000
 HLL_ERROR = 0.0081
 PFADD_CHUNK = 5000
-SCRIPT_CHUNK = 1000
-"""Members per ``ZADD`` inside the apply script: Lua cannot ``unpack`` a list of over ~8,000."""
-Partition = tuple[str, int]
-_encode = msgspec.json.Encoder().encode
-
-APPLY_SCRIPT = """
--- KEYS[1]: the fence hash. ARGV[1]: JSON {"expect": [field, offset or "", ...],
--- "fence": [field, value, ...], "ops": [[command, arg, ...], ...]}.
--- Redis runs a script alone: nothing else reads or writes between the check and the last write.
-local batch = cjson.decode(ARGV[1])
-local moved = {}
-for i = 1, #batch.expect, 2 do
-  local have = redis.call('HGET', KEYS[1], batch.expect[i]) or ''
-  if have ~= batch.expect[i + 1] then
-    moved[#moved + 1] = batch.expect[i]
-    moved[#moved + 1] = have
-  end
-end
-if #moved > 0 then return {'moved', moved} end
-local failed = {}
-local ok, err = pcall(function()
-  for _, op in ipairs(batch.ops) do
-    local reply = redis.pcall(unpack(op))
-    if type(reply) == 'table' and reply.err then
-      failed[#failed + 1] = op[1] .. ' ' .. tostring(op[2]) .. ': ' .. reply.err
-    end
-  end
-end)
-if not ok then failed[#failed + 1] = 'script: ' .. tostring(err) end
-redis.call('HSET', KEYS[1], unpack(batch.fence))
-return {'applied', failed}
-"""
-"""The fenced apply. A command that fails (a key of another type) does not stop the others and the
-fence still moves, as in ``MULTI/EXEC``: a replay must never count the rest twice; the failures
-come back and the batch fails loudly. A Lua error among the writes (none is known: arguments are
-chunked, see SCRIPT_CHUNK) is caught the same way, so no partial apply leaves the fence behind."""
-
-
-class SummarySinkError(KappaError):
-    """Redis refused or lost a summary write."""
-
-
-class FenceMoved(SummarySinkError):
-    """Another writer applied offsets of the same partitions between our read and our write."""
-
 
 @dataclass
 class Applied:
@@ -117,7 +77,7 @@ class RedisSummarySink:
         self.slide_ms = cfg.streaming.trending_slide_s * 1000
         self.trending_steps = cfg.streaming.trending_window_s // cfg.streaming.trending_slide_s
         self.client = connect(cfg)
-        self._script = self.client.register_script(APPLY_SCRIPT)
+        self._apply = FencedApply(self.client, self.keys.fence)
 
     def setup(self) -> None:
         """Fail fast when Redis cannot be reached."""
@@ -130,8 +90,7 @@ class RedisSummarySink:
 
     def fence(self) -> dict[Partition, int]:
         """The next offset to apply per topic-partition (absent: nothing applied yet)."""
-        raw = self.client.hgetall(self.keys.fence)
-        return _parse_fence(raw)
+        return parse_fence(self.client.hgetall(self.keys.fence))
 
     def apply(self, increments: Sequence[Any], expected: Mapping[Partition, int],
               new_fence: Mapping[Partition, int], meta: Mapping[str, Any]) -> Applied:
@@ -141,30 +100,12 @@ class RedisSummarySink:
         for name, value in meta.get("totals", {}).items():
             if value:
                 ops("HINCRBY", self.keys("totals"), name, int(value))
-        fence: dict[str, str] = {f"{t}:{p}": str(o) for (t, p), o in new_fence.items()}
-        fence |= {key: str(meta[key]) for key in ("batch_id", "query") if key in meta}
-        fence["updated_ms"] = str(int(time.time() * 1000))
-        expect = [item for (t, p) in new_fence
-                  for item in (f"{t}:{p}", str(expected[(t, p)]) if (t, p) in expected else "")]
         if ops.members:  # idempotent (add_members), so outside the fenced script
             with self.client.pipeline(transaction=False) as pipe:
                 for args in ops.members:
                     pipe.pfadd(*args)
                 pipe.execute()
-        payload = _encode({"expect": expect, "fence": [x for kv in fence.items() for x in kv],
-                           "ops": ops.ops})
-        status, detail = self._script(keys=[self.keys.fence], args=[payload])
-        if status == "moved":
-            moved = {_partition(detail[i]): int(detail[i + 1]) if detail[i + 1] else None
-                     for i in range(0, len(detail), 2)}
-            raise FenceMoved(f"the Redis fence moved while the batch was computed ({moved}); "
-                             "another query writes the same summaries: stop it")
-        if detail:
-            raise SummarySinkError(f"{len(detail)} Redis write(s) of batch {meta.get('batch_id')} failed "
-                                   f"(the fence moved, the others applied), first: {detail[0]}; "
-                                   "another program writes keys under the prefix "
-                                   f"{self.keys.prefix!r}: stop it, then rebuild the summaries "
-                                   "(docs/runbooks/redis-lost.md)")
+        self._apply.run(ops, expected, new_fence, meta, prefix=self.keys.prefix)
         return applied
 
     def _increments(self, op: ScriptOps, increments: Iterable[Any], applied: Applied) -> None:  # noqa: PLR0912
@@ -281,26 +222,6 @@ class RedisSummarySink:
         self.client.close()
 
 
-class ScriptOps:
-    """The commands of an apply, gathered for :data:`APPLY_SCRIPT`: ``ops("HINCRBY", key, field, n)``.
-
-    ``PFADD``s (``pfadd``, as :func:`add_members` calls it on a pipeline) are kept apart in
-    ``members``: they are idempotent and go outside the fence.
-    """
-
-    def __init__(self) -> None:
-        self.ops: list[list[str]] = []
-        self.members: list[list[str]] = []
-
-    def __call__(self, command: str, *args: object) -> None:
-        """Add one command (arguments as Redis receives them: strings)."""
-        self.ops.append([command, *map(str, args)])
-
-    def pfadd(self, key: str, *values: str) -> None:
-        """Add the member ids of one HyperLogLog."""
-        self.members.append([key, *values])
-
-
 def add_members(pipe, keys: Keys, members: Mapping[int, Sequence[str]]) -> None:
     """PFADD member ids by window start (-1: the all-time set) on a pipeline.
 
@@ -318,20 +239,6 @@ def add_members(pipe, keys: Keys, members: Mapping[int, Sequence[str]]) -> None:
 def task_client(kwargs: tuple[tuple[str, Any], ...]) -> redis.Redis:
     """A Redis client kept per Python worker for the tasks' member writes."""
     return redis.Redis(**dict(kwargs), socket_timeout=30)
-
-
-def _parse_fence(raw: Mapping[Any, Any]) -> dict[Partition, int]:
-    fence: dict[Partition, int] = {}
-    for name, value in raw.items():
-        topic, sep, partition = name.rpartition(":")
-        if sep and partition.isdigit():
-            fence[(topic, int(partition))] = int(value)
-    return fence
-
-
-def _partition(field: str) -> Partition:
-    topic, _, partition = field.rpartition(":")
-    return topic, int(partition)
 
 
 def _window(kind: str, key: str, start: int, size_ms: int) -> dict[str, Any]:

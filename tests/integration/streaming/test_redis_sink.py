@@ -9,7 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from jobs.common.config import KappaConfig
-from jobs.streaming.redis_sink import FenceMoved, RedisSummarySink, SummarySinkError
+from jobs.streaming.redis_script import FenceMoved, SummarySinkError
+from jobs.streaming.redis_sink import RedisSummarySink
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 MINUTE = 60_000
