@@ -138,6 +138,7 @@ class StackConfig(Section):
     stop_timeout_s: float = Field(default=30, gt=0)
     kafka_binary: str = "noida-db"
     redis_binary: str = "redis-server"
+    kafka_nice: int = Field(default=10, ge=0, le=19)
 
 
 class SparkConfig(Section):

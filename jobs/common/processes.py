@@ -214,3 +214,36 @@ def reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
         pass
+
+
+def lower_priority(pgid: int, nice: int) -> list[str]:
+    """Raise the nice of every thread of every process in a process group to ``nice`` (Linux).
+
+    Best effort: returns what could not be set, for a log line. Threads started later inherit
+    the nice of the thread that starts them. Nice weighs threads against the others of their
+    autogroup only (autogroup scheduling, on by default in many kernels, first shares the CPU
+    evenly between sessions), so a process meant to yield to the platform's processes must run
+    in their session: the embedded stack starts its services in a process group of their own,
+    not a session of their own.
+    """
+    problems: list[str] = []
+    for pid in (int(e) for e in os.listdir("/proc") if e.isdigit()):
+        if _pgid(pid) != pgid:
+            continue
+        try:
+            threads = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+        except OSError:
+            continue
+        for tid in threads:
+            try:
+                os.setpriority(os.PRIO_PROCESS, tid, max(nice, os.getpriority(os.PRIO_PROCESS, tid)))
+            except OSError as exc:
+                problems.append(f"thread {tid}: {exc}")
+    return problems
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[2])
+    except (OSError, IndexError, ValueError):
+        return None

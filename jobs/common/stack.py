@@ -20,7 +20,7 @@ from pathlib import Path
 from jobs.common.config import KappaConfig
 from jobs.common.errors import StackError
 from jobs.common.health import kafka_healthy, redis_healthy
-from jobs.common.processes import alive, port_busy, stop_group, stop_registered
+from jobs.common.processes import alive, lower_priority, port_busy, stop_group, stop_registered
 
 logger = logging.getLogger(__name__)
 
@@ -142,7 +142,7 @@ class EmbeddedStack:
         with log_file.open("ab") as log:
             process = subprocess.Popen(
                 command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, cwd=self.data_dir)
+                process_group=0, cwd=self.data_dir)
         self._pidfile(service).write_text(f"{process.pid}\n")
         progress(f"{service.name}: starting pid {process.pid} on 127.0.0.1:{service.port}")
         try:
@@ -152,7 +152,21 @@ class EmbeddedStack:
             self._pidfile(service).unlink(missing_ok=True)
             raise
         progress(f"{service.name}: healthy")
+        if service.name == "kafka" and self.config.stack.kafka_nice:
+            self._lower_priority(process.pid, self.config.stack.kafka_nice)
         return True
+
+    def _lower_priority(self, pid: int, nice: int) -> None:
+        """The broker's CPU priority: its state snapshot must not take cores from the pipeline.
+
+        noida-db rewrites its whole state file after writes, one core for as long as anything
+        writes (docs/benchmarks.md); in its own session it would get an equal share of the CPU
+        against all of the platform's processes together (autogroup scheduling).
+        """
+        problems = lower_priority(pid, nice)
+        if problems:
+            logger.warning("kafka: could not lower the broker's priority to nice %d: %s", nice,
+                           "; ".join(problems[:3]))
 
     def _command(self, service: _Service) -> list[str]:
         folder = self.data_dir / service.name
