@@ -93,9 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("zips", nargs="*", type=Path, help="default: pyspark's python/lib/*.zip")
     args = parser.parse_args(argv)
     for path in args.zips or spark_zips():
-        if has_bytecode(path):
-            continue
         try:
+            if has_bytecode(path):
+                continue
             count = add_bytecode(path)
         except (OSError, zipfile.BadZipFile) as exc:
             print(f"warning: no bytecode added to {path}: {exc} (Spark still works, its Python "

@@ -72,3 +72,11 @@ def test_the_rewrite_does_not_change_a_hard_linked_original(tmp_path):
 def test_the_installed_pyspark_zips_are_found():
     names = {path.name for path in spark_zips()}
     assert "pyspark.zip" in names and any(name.startswith("py4j-") for name in names)
+
+
+def test_a_broken_zip_is_a_warning_not_a_failed_setup(tmp_path, capsys):
+    broken = tmp_path / "broken.zip"
+    broken.write_bytes(b"not a zip")
+    assert main([str(broken)]) == 0
+    assert f"warning: no bytecode added to {broken}" in capsys.readouterr().err
+    assert broken.read_bytes() == b"not a zip"
