@@ -23,7 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from jobs.common.kafka.consumer import read_range
+from jobs.common.kafka.consumer import read_ranges
 from jobs.common.kafka.offsets import OffsetRange
 from jobs.common.kafka.options import parse_source_options
 from jobs.common.kafka.sink import TaskProducer
@@ -42,7 +42,7 @@ STATS_KIND = "_stats"
 TASK_SCHEMA = INCREMENT_SCHEMA
 """Increment rows, plus one ``_stats`` row per (topic, partition, applicable) with JSON in ``label``."""
 STAT_COUNTS = ("input_rows", "valid_rows", "dlq_rows", "late_rows")
-RANGE_COLUMNS = ("topic", "partition", "startOffset", "endOffset")
+RANGE_COLUMNS = ("topic", "partition", "startOffset", "endOffset", "continued")
 
 
 @dataclass(frozen=True)
@@ -156,10 +156,13 @@ def task_records(batches: Iterator[pa.RecordBatch], source: Mapping[str, str] | 
         yield from batches
         return
     options = parse_source_options(source, streaming=True)
-    for batch in batches:
-        rows = zip(*(batch.column(name).to_pylist() for name in RANGE_COLUMNS), strict=True)
-        for topic, partition, start, end in rows:
-            yield from read_range(OffsetRange(topic, partition, start, end), options, spill=True)
+    rows = [row for batch in batches
+            for row in zip(*(batch.column(name).to_pylist() for name in RANGE_COLUMNS), strict=True)]
+    ranges = [OffsetRange(topic, partition, start, end) for topic, partition, start, end, _ in rows]
+    # each next range's fetch starts before this one is read; a range another task reads on
+    # from is not spilled past its end (jobs/common/kafka/consumer.py)
+    yield from read_ranges(ranges, options, spill=True,
+                           continued={index for index, row in enumerate(rows) if row[4]})
 
 
 def kafka_millis(batch: pa.RecordBatch) -> list[int | None]:

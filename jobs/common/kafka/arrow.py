@@ -37,8 +37,13 @@ RANGE_SCHEMA = T.StructType([
     T.StructField("partition", T.IntegerType()),
     T.StructField("startOffset", T.LongType()),
     T.StructField("endOffset", T.LongType()),
+    T.StructField("continued", T.BooleanType()),
 ])
-"""``emitRanges``: one row per planned offset range instead of its records (docs/kafka-source.md)."""
+"""``emitRanges``: one row per planned offset range instead of its records (docs/kafka-source.md).
+
+``continued``: another task of the same micro-batch reads the partition on from ``endOffset``
+(a range cut by ``rangeGroups``), so the reader need not spill what it fetched past it.
+"""
 # librdkafka timestamp types (0 none, 1 create, 2 log append) -> Java TimestampType ids.
 _TIMESTAMP_TYPE_IDS = {0: -1, 1: 0, 2: 1}
 _MICROS_PER_MILLI = 1000

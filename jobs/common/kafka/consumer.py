@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Sequence
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
@@ -26,7 +26,7 @@ from jobs.common.kafka.dataloss import DataLoss
 from jobs.common.kafka.offsets import OffsetRange
 from jobs.common.kafka.options import SourceOptions
 from jobs.common.kafka.pool import ConsumerPool, Lease, pool_key
-from jobs.common.kafka.spill import fetch_spill, spill_key, spill_surplus
+from jobs.common.kafka.spill import FetchSpill, fetch_spill, spill_key, spill_surplus
 
 logger = logging.getLogger(__name__)
 
@@ -55,37 +55,106 @@ def read_range(rng: OffsetRange, options: SourceOptions, *, spill: bool = False
     (:mod:`jobs.common.kafka.spill`), and what the consumer fetched past the range's end is
     spilled for the next read of the partition, whichever Python worker runs it.
     """
+    return read_ranges([rng], options, spill=spill)
+
+
+def read_ranges(ranges: Sequence[OffsetRange], options: SourceOptions, *, spill: bool = False,
+                continued: Collection[int] = ()) -> Iterator[pa.RecordBatch]:
+    """:func:`read_range` of each range in turn, the next range's fetch started before this one's read.
+
+    A task that reads several ranges (``rangeGroups``) would otherwise ask Kafka for a partition
+    only once it is done with the one before: a broker that takes a while to answer (the
+    embedded one answers with the whole rest of the partition) then leaves the task idle. Before
+    a range is read, the consumer of the next range (of another partition) is leased and
+    positioned, so librdkafka fetches it in the background meanwhile. Consecutive ranges of one
+    partition are not opened early: the first one's consumer goes on to the second.
+
+    ``continued``: indexes of ranges another reader reads on from (``RangeGroup.continued``):
+    what was fetched past their end is not spilled, that reader fetches it itself.
+    """
+    opened: _Opened | None = None
+    try:
+        for index, rng in enumerate(ranges):
+            current = opened if opened is not None else _open(rng, options, spill, index in continued)
+            opened = None
+            following = ranges[index + 1] if index + 1 < len(ranges) else None
+            if following is not None and (following.topic, following.partition) != (rng.topic, rng.partition):
+                try:
+                    opened = _open(following, options, spill, index + 1 in continued)
+                except BaseException:
+                    current.abandon()
+                    raise
+            yield from current.read()
+    finally:
+        if opened is not None:
+            opened.abandon()
+
+
+class _Opened:
+    """A range ready to read: what the spill holds of it, then a positioned consumer for the rest."""
+
+    def __init__(self, rng: OffsetRange, options: SourceOptions, served: list[pa.RecordBatch], *,
+                 spilled: FetchSpill | None, skey: str, lease: Lease[Consumer] | None,
+                 spill_surplus: bool = True) -> None:
+        self.rng, self.options, self.served = rng, options, served
+        self.spill_surplus = spill_surplus
+        self.spilled, self.skey, self.lease = spilled, skey, lease
+        self.reader = _RangeReader(lease, rng, options) if lease is not None else None
+        self.pending = self.reader.position() if self.reader is not None else []
+
+    def read(self) -> Iterator[pa.RecordBatch]:
+        """The range's records: the spilled ones, then the consumer's; the lease goes back."""
+        if self.reader is None or self.lease is None:
+            yield from self.served
+            return
+        lease, reader, rng, spilled = self.lease, self.reader, self.rng, self.spilled
+        schema = arrow_schema(self.options.include_headers)
+        reusable = False
+        try:
+            yield from self.served
+            yield from reader.batches(schema, self.pending)
+            reusable = reader.clean
+        finally:
+            lease.position, lease.pending = (rng.end, reader.leftover) if reusable else (None, [])
+            if reusable and spilled is not None and self.spill_surplus:
+                try:
+                    spill_surplus(lease, rng, spilled, self.skey, schema=schema, chunk_rows=MAX_BATCH_ROWS)
+                except Exception as exc:  # a full disk must not fail a read that is complete
+                    logger.warning("kafka spill failed, consumer dropped topic=%s partition=%d error=%s",
+                                   rng.topic, rng.partition, exc)
+                    reusable = False
+            if reusable:
+                reusable = _pause(lease.consumer, rng)
+            _POOL.release(lease, reusable=reusable)
+
+    def abandon(self) -> None:
+        """Give the lease back unread (the task failed or stopped first): the consumer is closed."""
+        if self.lease is not None:
+            _POOL.release(self.lease, reusable=False)
+            self.lease = None
+
+
+def _open(rng: OffsetRange, options: SourceOptions, spill: bool, continued: bool = False) -> _Opened:
+    """Serve ``rng`` from the spill as far as it goes; lease and position a consumer for the rest."""
     _POOL.configure(capacity=options.consumer_cache_capacity,
                     idle_timeout_s=options.consumer_cache_timeout_ms / 1000)
-    schema = arrow_schema(options.include_headers)
     key = pool_key(options.kafka, options.group_id_prefix, rng.topic, rng.partition)
     spilled = fetch_spill(options) if spill else None
     skey = spill_key(key[0], rng.topic, rng.partition, options.include_headers)
+    served: list[pa.RecordBatch] = []
     if spilled is not None:
         served, reached = spilled.read(skey, rng.start, rng.end, MAX_BATCH_ROWS)
-        yield from served
         if reached >= rng.end:
-            return
+            return _Opened(rng, options, served, spilled=spilled, skey=skey, lease=None)
         rng = OffsetRange(rng.topic, rng.partition, reached, rng.end)
     lease = _POOL.acquire(key, lambda: Consumer(consumer_config(options.kafka, options.group_id_prefix)),
                           rng.start, retry=_task_retry())
-    reader = _RangeReader(lease, rng, options)
-    reusable = False
     try:
-        yield from reader.batches(schema)
-        reusable = reader.clean
-    finally:
-        lease.position, lease.pending = (rng.end, reader.leftover) if reusable else (None, [])
-        if reusable and spilled is not None:
-            try:
-                spill_surplus(lease, rng, spilled, skey, schema=schema, chunk_rows=MAX_BATCH_ROWS)
-            except Exception as exc:  # a full disk must not fail a read that is complete
-                logger.warning("kafka spill failed, consumer dropped topic=%s partition=%d error=%s",
-                               rng.topic, rng.partition, exc)
-                reusable = False
-        if reusable:
-            reusable = _pause(lease.consumer, rng)
-        _POOL.release(lease, reusable=reusable)
+        return _Opened(rng, options, served, spilled=spilled, skey=skey, lease=lease,
+                       spill_surplus=not continued)
+    except BaseException:
+        _POOL.release(lease, reusable=False)
+        raise
 
 
 def _pause(consumer: Consumer, rng: OffsetRange) -> bool:
@@ -124,9 +193,9 @@ class _RangeReader:
         self.clean = True
         self.leftover: list[Message] = []
 
-    def batches(self, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    def batches(self, schema: pa.Schema, pending: list[Message]) -> Iterator[pa.RecordBatch]:
+        """The range's records from the positioned consumer, ``pending`` (see :meth:`position`) first."""
         rng, began = self.rng, time.monotonic()
-        pending = self._position()
         idle_since = time.monotonic()
         while self.next < rng.end:
             wanted = min(MAX_BATCH_ROWS, rng.end - self.next)
@@ -145,7 +214,7 @@ class _RangeReader:
                      "dropped=%d elapsed_s=%.3f", rng.topic, rng.partition, rng.start, rng.end,
                      self.rows, self.lease.placement, self.dropped, time.monotonic() - began)
 
-    def _position(self) -> list[Message]:
+    def position(self) -> list[Message]:
         """Put the leased consumer at the range start; return pending records to serve first.
 
         A pooled consumer was paused when it was released, and librdkafka dropped what it had

@@ -35,9 +35,9 @@ class OffsetRange(InputPartition):
         """Number of offsets in the range (records, unless compaction or transactions left gaps)."""
         return max(0, self.end - self.start)
 
-    def as_row(self) -> tuple[str, int, int, int]:
-        """The range as a row of the ``emitRanges`` schema (topic, partition, start, end)."""
-        return self.topic, self.partition, self.start, self.end
+    def as_row(self, continued: bool = False) -> tuple[str, int, int, int, bool]:
+        """The range as a row of the ``emitRanges`` schema (topic, partition, start, end, continued)."""
+        return self.topic, self.partition, self.start, self.end, continued
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,12 @@ class RangeGroup(InputPartition):
     """Several ranges read by one task (``emitRanges`` with ``rangeGroups``)."""
 
     ranges: tuple[OffsetRange, ...]
+    continued: frozenset[int] = frozenset()
+    """Indexes in ``ranges`` of the pieces whose partition the next group reads on from their end."""
+
+    def rows(self) -> list[tuple[str, int, int, int, bool]]:
+        """The group as rows of the ``emitRanges`` schema."""
+        return [rng.as_row(index in self.continued) for index, rng in enumerate(self.ranges)]
 
 
 def group_ranges(ranges: list[OffsetRange], groups: int) -> list[RangeGroup]:
@@ -52,7 +58,9 @@ def group_ranges(ranges: list[OffsetRange], groups: int) -> list[RangeGroup]:
 
     Ranges are taken in order and cut where a group is full, so a topic-partition is split across
     at most two neighbouring groups per cut: with 3 equal partitions and 2 groups, each group holds
-    one and a half partitions. Empty ranges are dropped; no group is empty.
+    one and a half partitions. The piece before a cut is marked ``continued``: the task reading it
+    need not keep what it fetched past its end (the fetch spill), the next group's task reads on
+    from there. Empty ranges are dropped; no group is empty.
     """
     ranges = [r for r in ranges if r.size > 0]
     total = sum(r.size for r in ranges)
@@ -69,7 +77,8 @@ def group_ranges(ranges: list[OffsetRange], groups: int) -> list[RangeGroup]:
             current.append(OffsetRange(rng.topic, rng.partition, start, start + take))
             start, filled = start + take, filled + take
             if filled == target and index < groups - 1:
-                result.append(RangeGroup(tuple(current)))
+                cut = frozenset({len(current) - 1}) if start < rng.end else frozenset()
+                result.append(RangeGroup(tuple(current), cut))
                 current, filled, index = [], 0, index + 1
                 target = _share(total, groups, index)
     if current:

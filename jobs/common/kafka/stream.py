@@ -131,7 +131,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Read one range on an executor (with ``emitRanges``: the range itself, one row)."""
         if isinstance(partition, RangeGroup):  # emitRanges with rangeGroups: a row per range
-            return iter([rng.as_row() for rng in partition.ranges])
+            return iter(partition.rows())
         assert isinstance(partition, OffsetRange)
         if self._options.emit_ranges:
             return iter([partition.as_row()])

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from jobs.common.kafka.adapter import read_kafka
-from jobs.common.kafka.consumer import consumer_pool, read_range
+from jobs.common.kafka.consumer import consumer_pool, read_range, read_ranges
 from jobs.common.kafka.offsets import OffsetRange
 from jobs.common.kafka.options import parse_source_options
 from tests.integration.kafka.records import expected
@@ -127,6 +127,61 @@ def test_a_pooled_consumer_seeks_back_for_earlier_offsets(cfg, topic_factory, pr
         consumer_pool().clear()  # no consumer of this process outlives the session's broker
     assert (stats["created"], stats["assign"], stats["seek"], stats["reuse"]) == (1, 1, 1, 1), stats
     assert stats["closed_error"] == 0 and stats["idle"] == 1, stats
+
+
+def test_read_ranges_positions_the_next_partition_before_reading_this_one(cfg, topic_factory, produce):
+    """A task's ranges: the next partition's consumer is leased (fetching) while this one is read."""
+    topic = topic_factory(partitions=3)
+    records = produce(topic, 90)
+    options = parse_source_options({"kafka.bootstrap.servers": cfg.kafka.bootstrap_servers,
+                                    "subscribe": topic}, streaming=True)
+    ranges = [OffsetRange(topic, 0, 0, 30), OffsetRange(topic, 1, 0, 10), OffsetRange(topic, 1, 10, 30),
+              OffsetRange(topic, 2, 5, 30)]
+    try:
+        batches = read_ranges(ranges, options)
+        first = next(batches)
+        while_first = consumer_pool().stats(topic)
+        rest = list(batches)
+        after = consumer_pool().stats(topic)
+        early = read_ranges([OffsetRange(topic, 0, 0, 30), OffsetRange(topic, 2, 0, 5)], options)
+        next(early)
+        early.close()  # the task stopped while reading its first range
+        stopped = consumer_pool().stats(topic)
+    finally:
+        consumer_pool().clear()
+    read = [(p, o) for batch in [first, *rest]
+            for p, o in zip(batch.column("partition").to_pylist(), batch.column("offset").to_pylist(),
+                            strict=True)]
+    assert read == sorted((r.partition, r.offset) for r in records if r.partition < 2 or r.offset >= 5)
+    # reading partition 0, the consumer of partition 1 was already leased: two in use
+    assert (while_first["created"], while_first["in_use"]) == (2, 2), while_first
+    # partition 1's second range continued on its first range's consumer; one per partition
+    assert (after["created"], after["reuse"], after["in_use"], after["idle"]) == (3, 1, 0, 3), after
+    assert after["closed_error"] == 0, after
+    # stopped early: the range being read and the one opened next are both closed, none leaks
+    assert (stopped["closed_error"], stopped["in_use"]) == (2, 0), stopped
+
+
+def test_a_continued_range_leaves_what_it_fetched_past_its_end_unspilled(
+        cfg, topic_factory, produce, tmp_path):
+    """Another task reads on from a ``continued`` range's end: its reader spills nothing."""
+    topic = topic_factory(partitions=1)
+    produce(topic, 40, partitions=1)
+
+    def read(folder, continued: set[int]) -> list[int]:
+        options = parse_source_options({"kafka.bootstrap.servers": cfg.kafka.bootstrap_servers,
+                                        "subscribe": topic, "fetchSpill.dir": str(folder)}, streaming=True)
+        batches = read_ranges([OffsetRange(topic, 0, 0, 10)], options, spill=True, continued=continued)
+        return [o for batch in batches for o in batch.column("offset").to_pylist()]
+
+    try:
+        assert read(tmp_path / "kept", set()) == list(range(10))
+        assert read(tmp_path / "continued", {0}) == list(range(10))
+    finally:
+        consumer_pool().clear()
+    # the embedded broker answered each fetch with all 40 records: 10..40 spilled once, not twice
+    assert [p.name.split("~")[-2:] for p in (tmp_path / "kept").glob("*.arrow")] == [["10", "40.arrow"]]
+    assert not list((tmp_path / "continued").glob("*.arrow"))
 
 
 def test_batch_reads_of_overlapping_ranges_in_a_warm_pool(spark, cfg, topic_factory, produce):

@@ -11,21 +11,23 @@ def r(partition: int, start: int, end: int) -> OffsetRange:
 
 def test_three_equal_partitions_in_two_groups_split_the_middle_one() -> None:
     assert group_ranges([r(0, 0, 100), r(1, 0, 100), r(2, 0, 100)], 2) == [
-        RangeGroup((r(0, 0, 100), r(1, 0, 50))),
+        RangeGroup((r(0, 0, 100), r(1, 0, 50)), continued=frozenset({1})),
         RangeGroup((r(1, 50, 100), r(2, 0, 100))),
     ]
 
 
 def test_unequal_backlogs_are_shared_by_records_not_by_partitions() -> None:
     assert group_ranges([r(0, 10, 20), r(1, 500, 590)], 2) == [
-        RangeGroup((r(0, 10, 20), r(1, 500, 540))),
+        RangeGroup((r(0, 10, 20), r(1, 500, 540)), continued=frozenset({1})),
         RangeGroup((r(1, 540, 590),)),
     ]
 
 
 def test_a_remainder_goes_to_the_first_groups_and_empty_ranges_are_dropped() -> None:
     assert group_ranges([r(0, 0, 7), r(1, 3, 3)], 3) == [
-        RangeGroup((r(0, 0, 3),)), RangeGroup((r(0, 3, 5),)), RangeGroup((r(0, 5, 7),))]
+        RangeGroup((r(0, 0, 3),), continued=frozenset({0})),
+        RangeGroup((r(0, 3, 5),), continued=frozenset({0})),
+        RangeGroup((r(0, 5, 7),))]
 
 
 def test_fewer_records_than_groups_make_fewer_groups_and_nothing_makes_none() -> None:
@@ -37,3 +39,13 @@ def test_fewer_records_than_groups_make_fewer_groups_and_nothing_makes_none() ->
 def test_one_group_holds_every_range_whole() -> None:
     ranges = [r(0, 0, 100), r(1, 0, 3)]
     assert group_ranges(ranges, 1) == [RangeGroup(tuple(ranges))]
+
+
+def test_a_cut_at_a_range_end_continues_nothing_and_rows_carry_the_mark() -> None:
+    groups = group_ranges([r(0, 0, 50), r(1, 0, 50), r(2, 0, 60)], 3)
+    assert groups == [RangeGroup((r(0, 0, 50), r(1, 0, 4)), continued=frozenset({1})),
+                      RangeGroup((r(1, 4, 50), r(2, 0, 7)), continued=frozenset({1})),
+                      RangeGroup((r(2, 7, 60),))]
+    assert group_ranges([r(0, 0, 10), r(1, 0, 10)], 2) == [
+        RangeGroup((r(0, 0, 10),)), RangeGroup((r(1, 0, 10),))]
+    assert groups[0].rows() == [("t", 0, 0, 50, False), ("t", 1, 0, 4, True)]
