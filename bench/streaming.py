@@ -114,6 +114,7 @@ def run(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
         "max_records_per_partition": cfg.streaming.max_records_per_partition,
         "task_slots": cfg.streaming.task_slots,
         "read_in_tasks": cfg.streaming.read_in_tasks,
+        "prefetch_ranges": cfg.streaming.prefetch_ranges,
         "broker": "embedded noida-db" if cfg.kafka.embedded else cfg.kafka.bootstrap_servers,
         "produce_s": round(produce_s, 2)}
     rss = RssSampler()
@@ -242,6 +243,8 @@ def _config(args: argparse.Namespace, folder: Path) -> KappaConfig:
         overrides["streaming.max_records_per_partition"] = args.max_records_per_partition
     if args.task_slots:
         overrides["streaming.task_slots"] = args.task_slots
+    if args.no_prefetch:
+        overrides["streaming.prefetch_ranges"] = False
     if args.records_through_jvm:
         overrides["streaming.read_in_tasks"] = False
     if args.bootstrap:
@@ -269,6 +272,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                         help="streaming.max_records_per_partition (split ranges into more tasks)")
     parser.add_argument("--task-slots", type=int,
                         help="streaming.task_slots (a batch's ranges regrouped into at most N tasks)")
+    parser.add_argument("--no-prefetch", action="store_true",
+                        help="streaming.prefetch_ranges false (a task opens a partition when it reads it)")
     parser.add_argument("--no-kafka-output", action="store_true",
                         help="neither the loop nor the job writes rsvps.analyzed / rsvps.dlq (the "
                              "embedded broker's work after writes then stays out of the comparison)")

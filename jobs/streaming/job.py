@@ -173,7 +173,8 @@ def _run_query(spark, cfg: KappaConfig, spec: RunSpec, query: str, checkpoint: s
     if ranges:  # the tasks read their ranges themselves: the records never enter the JVM,
         # and each of at most one task per core gets an equal share of the batch's records
         options |= {"emitRanges": "true",
-                    "rangeGroups": s.task_slots or spark.sparkContext.defaultParallelism}
+                    "rangeGroups": s.task_slots or spark.sparkContext.defaultParallelism,
+                    "prefetchRanges": str(s.prefetch_ranges).lower()}
     fmt, opts = read_options(cfg, topics=[s.source_topic], starting=spec.starting,
                              ending=spec.ending, stream=True, options=options, checkpoint=checkpoint)
     processor.source = opts if ranges else None

@@ -64,10 +64,11 @@ def read_ranges(ranges: Sequence[OffsetRange], options: SourceOptions, *, spill:
 
     A task that reads several ranges (``rangeGroups``) would otherwise ask Kafka for a partition
     only once it is done with the one before: a broker that takes a while to answer (the
-    embedded one answers with the whole rest of the partition) then leaves the task idle. Before
-    a range is read, the consumer of the next range (of another partition) is leased and
-    positioned, so librdkafka fetches it in the background meanwhile. Consecutive ranges of one
-    partition are not opened early: the first one's consumer goes on to the second.
+    embedded one answers with the whole rest of the partition) then leaves the task idle. With
+    ``prefetchRanges``, before a range is read, the consumer of the next range (of another
+    partition) is leased and positioned, so librdkafka fetches it in the background meanwhile, at
+    the cost of one more fetch in memory. Consecutive ranges of one partition are not opened
+    early: the first one's consumer goes on to the second.
 
     ``continued``: indexes of ranges another reader reads on from (``RangeGroup.continued``):
     what was fetched past their end is not spilled, that reader fetches it itself.
@@ -78,7 +79,8 @@ def read_ranges(ranges: Sequence[OffsetRange], options: SourceOptions, *, spill:
             current = opened if opened is not None else _open(rng, options, spill, index in continued)
             opened = None
             following = ranges[index + 1] if index + 1 < len(ranges) else None
-            if following is not None and (following.topic, following.partition) != (rng.topic, rng.partition):
+            if (options.prefetch_ranges and following is not None
+                    and (following.topic, following.partition) != (rng.topic, rng.partition)):
                 try:
                     opened = _open(following, options, spill, index + 1 in continued)
                 except BaseException:

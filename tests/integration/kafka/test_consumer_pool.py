@@ -134,7 +134,7 @@ def test_read_ranges_positions_the_next_partition_before_reading_this_one(cfg, t
     topic = topic_factory(partitions=3)
     records = produce(topic, 90)
     options = parse_source_options({"kafka.bootstrap.servers": cfg.kafka.bootstrap_servers,
-                                    "subscribe": topic}, streaming=True)
+                                    "subscribe": topic, "prefetchRanges": "true"}, streaming=True)
     ranges = [OffsetRange(topic, 0, 0, 30), OffsetRange(topic, 1, 0, 10), OffsetRange(topic, 1, 10, 30),
               OffsetRange(topic, 2, 5, 30)]
     try:
@@ -160,6 +160,26 @@ def test_read_ranges_positions_the_next_partition_before_reading_this_one(cfg, t
     assert after["closed_error"] == 0, after
     # stopped early: the range being read and the one opened next are both closed, none leaks
     assert (stopped["closed_error"], stopped["in_use"]) == (2, 0), stopped
+
+
+def test_without_prefetch_a_partition_is_opened_only_when_it_is_read(cfg, topic_factory, produce):
+    """``prefetchRanges`` false (the default): one consumer in use at a time, the same records."""
+    topic = topic_factory(partitions=2)
+    records = produce(topic, 40, partitions=2)
+    options = parse_source_options({"kafka.bootstrap.servers": cfg.kafka.bootstrap_servers,
+                                    "subscribe": topic, "prefetchRanges": "false"}, streaming=True)
+    try:
+        batches = read_ranges([OffsetRange(topic, 0, 0, 20), OffsetRange(topic, 1, 0, 20)], options)
+        first = next(batches)
+        while_first = consumer_pool().stats(topic)
+        rest = list(batches)
+    finally:
+        consumer_pool().clear()
+    read = [(p, o) for batch in [first, *rest]
+            for p, o in zip(batch.column("partition").to_pylist(), batch.column("offset").to_pylist(),
+                            strict=True)]
+    assert read == sorted((r.partition, r.offset) for r in records)
+    assert (while_first["created"], while_first["in_use"]) == (1, 1), while_first
 
 
 def test_a_continued_range_leaves_what_it_fetched_past_its_end_unspilled(
