@@ -204,6 +204,10 @@ def _replay(job_cfg: KappaConfig, per_trigger: int, output: bool = True) -> dict
     for batch in steady:
         for name, ms in batch.get("phases_ms", {}).items():
             phases[name].append(ms)
+    task_phases: dict[str, list[int]] = defaultdict(list)
+    for batch in steady:
+        for name, ms in batch.get("tasks", {}).get("max_ms", {}).items():
+            task_phases[name].append(ms)
     # every batch, the first included, and Spark's work between batches; not the query's start
     run_s = (batches[-1]["emitted_ms"] - batches[0]["emitted_ms"] + batches[0]["batch_duration_ms"]) / 1000
     return {"records": report.records_read, "wall_s": round(wall, 2),
@@ -212,6 +216,9 @@ def _replay(job_cfg: KappaConfig, per_trigger: int, output: bool = True) -> dict
             "sustained_rows_per_s": round(rows / seconds) if seconds else 0,
             "batches": len(batches), "batch_ms": [b["batch_duration_ms"] for b in batches],
             "phases_ms_median": {k: median(v) for k, v in phases.items()},
+            # per batch, the slowest task's phases (metrics "tasks"); the first batch apart
+            "first_batch_task_max_ms": batches[0].get("tasks", {}).get("max_ms"),
+            "task_max_ms_median": {k: median(v) for k, v in task_phases.items()},
             "written": report.written, "load_avg_1m": round(os.getloadavg()[0], 2)}
 
 

@@ -25,7 +25,7 @@ from jobs.streaming.aggregates import Windows
 from jobs.streaming.redis_script import Partition
 from jobs.streaming.redis_sink import RedisSummarySink
 from jobs.streaming.state import BatchWatermark, WatermarkLog
-from jobs.streaming.task import TASK_SCHEMA, TaskPlan, batch_task, split_output
+from jobs.streaming.task import TASK_SCHEMA, TaskPlan, batch_task, split_output, task_timings
 from jobs.streaming.validate import Rules
 
 logger = logging.getLogger(__name__)
@@ -109,6 +109,7 @@ class BatchProcessor:
         output = df.mapInArrow(batch_task(self._plan(used, fence)), TASK_SCHEMA).toArrow()
         clock.lap("read_process_produce")
         stats, increments = split_output(output)
+        tasks = task_timings(output)
         clock.lap("merge")
         written: dict[str, int] = {}
         if KAFKA in self.sinks:
@@ -122,6 +123,7 @@ class BatchProcessor:
         metrics = self._metrics(batch_id, stats, used, max_after, time.monotonic() - started)
         clock.lap("metrics")
         metrics["phases_ms"] = clock.laps
+        metrics["tasks"] = tasks
         self._publish_metrics(metrics)
         self.watermarks.record(batch_id, used, max_after)
         self.totals.add(metrics, written)

@@ -17,6 +17,7 @@ import ctypes
 import ctypes.util
 import functools
 import json
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +40,8 @@ from jobs.streaming.validate import Rules, parse
 
 Partition = tuple[str, int]
 STATS_KIND = "_stats"
+TASK_KIND = "_task"
+"""One row per task, its timings as JSON in ``label`` (:func:`task_timings`)."""
 TASK_SCHEMA = INCREMENT_SCHEMA
 """Increment rows, plus one ``_stats`` row per (topic, partition, applicable) with JSON in ``label``."""
 STAT_COUNTS = ("input_rows", "valid_rows", "dlq_rows", "late_rows")
@@ -78,28 +81,57 @@ def batch_task(plan: TaskPlan) -> Callable[[Iterator[pa.RecordBatch]], Iterator[
     """
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        clock = _TaskClock()
         producer = TaskProducer(plan.kafka, plan.flush_timeout_ms) if plan.produces else None
         increments = Increments(plan.windows) if plan.count else None
         stats: dict[tuple[str, int, bool], list[Any]] = {}
         try:
-            for batch in task_records(batches, plan.source):
+            records = task_records(batches, plan.source)
+            while (batch := next(records, None)) is not None:
+                clock.lap("read")
                 _one_batch(batch, plan, producer, increments, stats)
+                clock.lap("process")
+            clock.lap("read")
         except BaseException:
             if producer is not None:
                 producer.discard()
             raise
         if producer is not None:
             producer.finish()
+        clock.lap("flush")
         rows = _add_members(plan, increments) if increments is not None and plan.redis else []
+        clock.lap("members")
         rows += increments.rows() if increments is not None else []
         rows += [_stats_row(key, value) for key, value in stats.items()]
         output = pa.RecordBatch.from_pylist(rows, schema=increment_arrow_schema()) if rows else None
         del rows, increments, stats
+        clock.lap("output")
         release_memory()
+        clock.lap("trim")
         if output is not None:
             yield output
+        yield pa.RecordBatch.from_pylist([clock.row()], schema=increment_arrow_schema())
 
     return run
+
+
+class _TaskClock:
+    """Milliseconds of a task's phases (summed where a phase recurs), for :data:`TASK_KIND`."""
+
+    def __init__(self) -> None:
+        self.began = self.last = time.perf_counter()
+        self.ms: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.ms[name] = self.ms.get(name, 0.0) + (now - self.last) * 1000
+        self.last = now
+
+    def row(self) -> dict[str, Any]:
+        label = {name: round(ms) for name, ms in self.ms.items()}
+        label["task"] = round((self.last - self.began) * 1000)
+        return {"kind": TASK_KIND, "window_start": 0, "item": "", "n": 0, "no": 0, "guests": 0,
+                "label": json.dumps(label)}
 
 
 def release_memory() -> None:
@@ -159,8 +191,8 @@ def task_records(batches: Iterator[pa.RecordBatch], source: Mapping[str, str] | 
     rows = [row for batch in batches
             for row in zip(*(batch.column(name).to_pylist() for name in RANGE_COLUMNS), strict=True)]
     ranges = [OffsetRange(topic, partition, start, end) for topic, partition, start, end, _ in rows]
-    # each next range's fetch starts before this one is read; a range another task reads on
-    # from is not spilled past its end (jobs/common/kafka/consumer.py)
+    # a range another task reads on from is not spilled past its end; with prefetchRanges the
+    # next partition's fetch starts before this one is read (jobs/common/kafka/consumer.py)
     yield from read_ranges(ranges, options, spill=True,
                            continued={index for index, row in enumerate(rows) if row[4]})
 
@@ -222,11 +254,28 @@ def split_output(table: pa.Table) -> tuple[list[dict[str, Any]], list[dict[str, 
     import pyarrow.compute as pc
 
     is_stats = pc.equal(table["kind"], STATS_KIND)
-    summed = (table.filter(pc.invert(is_stats))
+    is_counted = pc.and_(pc.invert(is_stats), pc.not_equal(table["kind"], TASK_KIND))
+    summed = (table.filter(is_counted)
               .group_by(["kind", "window_start", "item"], use_threads=False)
               .aggregate([("n", "sum"), ("no", "sum"), ("guests", "sum"), ("label", "max")])
               .rename_columns(["kind", "window_start", "item", "n", "no", "guests", "label"]))
     return _sum_stats(table.filter(is_stats)["label"].to_pylist()), summed.to_pylist()
+
+
+def task_timings(table: pa.Table) -> dict[str, Any]:
+    """The tasks' phase timings in a batch's output: how many tasks, each phase's largest ms.
+
+    Phases: ``read`` (waiting for records, the spill writes included), ``process`` (validate,
+    produce, count), ``flush``, ``members`` (the HyperLogLog adds), ``output`` (building the
+    counts), ``trim`` (handing memory back) and ``task`` (the whole task).
+    """
+    import pyarrow.compute as pc
+
+    labels = [json.loads(label) for label in
+              table.filter(pc.equal(table["kind"], TASK_KIND))["label"].to_pylist()]
+    names = sorted({name for label in labels for name in label})
+    return {"count": len(labels),
+            "max_ms": {name: max(label.get(name, 0) for label in labels) for name in names}}
 
 
 def _sum_stats(labels: list[str]) -> list[dict[str, Any]]:

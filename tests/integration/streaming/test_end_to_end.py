@@ -80,6 +80,13 @@ def check_metrics(batches, total: int) -> None:
     for batch in batches:
         assert batch["input_rows"] == batch["valid_rows"] + batch["dlq_rows"]
         assert batch["late_rows"] <= batch["valid_rows"]
+        # every task reports its phases; none took longer than the Spark pass that ran it
+        tasks = batch["tasks"]
+        if not batch["input_rows"]:
+            continue
+        assert tasks["count"] >= 1, tasks
+        assert 0 <= tasks["max_ms"]["task"] <= batch["phases_ms"]["read_process_produce"] + 1, batch
+        assert {"read", "process", "flush", "members", "output", "trim"} <= tasks["max_ms"].keys(), tasks
 
 
 @pytest.mark.slow

@@ -13,7 +13,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from jobs.streaming.aggregates import INCREMENT_COLUMNS, Windows, increment_arrow_schema, summary_increments
 from jobs.streaming.records import Increments
-from jobs.streaming.task import split_output
+from jobs.streaming.task import split_output, task_timings
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z, a multiple of every window size below
 MINUTE = 60_000
@@ -95,6 +95,22 @@ def test_increments_merge_across_tasks() -> None:
                                                    schema=increment_arrow_schema()))
     assert sorted(map(_key, merged)) == sorted(map(_key, whole.rows()))
     assert ("topic", 0, "Salsa", 3, 0, 0, None) in set(map(_key, merged))
+
+
+def test_task_timing_rows_are_reported_and_never_counted() -> None:
+    """The tasks' ``_task`` rows: left out of the increments, their phases' largest ms reported."""
+    city = {"kind": "city", "window_start": T0, "item": "Madrid", "n": 2, "no": 0, "guests": 0, "label": None}
+    timing = {"kind": "_task", "window_start": 0, "item": "", "n": 0, "no": 0, "guests": 0}
+    table = pa.Table.from_pylist([
+        city, city,
+        timing | {"label": '{"read": 40, "process": 900, "flush": 30, "task": 1000}'},
+        timing | {"label": '{"read": 300, "process": 700, "task": 1100}'}],
+        schema=increment_arrow_schema())
+    stats, merged = split_output(table)
+    assert stats == []
+    assert merged == [city | {"n": 4}]
+    assert task_timings(table) == {"count": 2, "max_ms": {"flush": 30, "process": 900, "read": 300,
+                                                          "task": 1100}}
 
 
 def test_take_members_leaves_the_other_increments() -> None:
