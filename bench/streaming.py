@@ -250,8 +250,8 @@ def _config(args: argparse.Namespace, folder: Path) -> KappaConfig:
         overrides["streaming.max_records_per_partition"] = args.max_records_per_partition
     if args.task_slots:
         overrides["streaming.task_slots"] = args.task_slots
-    if args.no_prefetch:
-        overrides["streaming.prefetch_ranges"] = False
+    if args.prefetch is not None:
+        overrides["streaming.prefetch_ranges"] = args.prefetch
     if args.records_through_jvm:
         overrides["streaming.read_in_tasks"] = False
     if args.bootstrap:
@@ -279,8 +279,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                         help="streaming.max_records_per_partition (split ranges into more tasks)")
     parser.add_argument("--task-slots", type=int,
                         help="streaming.task_slots (a batch's ranges regrouped into at most N tasks)")
-    parser.add_argument("--no-prefetch", action="store_true",
-                        help="streaming.prefetch_ranges false (a task opens a partition when it reads it)")
+    parser.add_argument("--prefetch", action=argparse.BooleanOptionalAction,
+                        help="streaming.prefetch_ranges (default: the config's, false)")
     parser.add_argument("--no-kafka-output", action="store_true",
                         help="neither the loop nor the job writes rsvps.analyzed / rsvps.dlq (the "
                              "embedded broker's work after writes then stays out of the comparison)")
