@@ -168,7 +168,9 @@ def status(as_json: Annotated[bool, JSON_OPTION] = False) -> None:
                      "offsets_behind_latest": _int(metrics.get("offsets_behind_latest")),
                      "watermark_ms": _int(metrics.get("watermark_ms")),
                      "input_rows": _int(metrics.get("input_rows")),
-                     "dlq_rows": _int(metrics.get("dlq_rows")), "late_rows": _int(metrics.get("late_rows"))})
+                     "dlq_rows": _int(metrics.get("dlq_rows")), "late_rows": _int(metrics.get("late_rows")),
+                     "batch_duration_ms": _int(metrics.get("batch_duration_ms")),
+                     "phases_ms": _json(metrics.get("phases_ms")), "tasks": _json(metrics.get("tasks"))})
     if as_json:
         typer.echo(json.dumps(rows))
         return
@@ -182,6 +184,20 @@ def status(as_json: Annotated[bool, JSON_OPTION] = False) -> None:
         typer.echo(f"{row['query']}: {state}; last batch {row['last_batch']} {row['last_batch_age_s']} s "
                    f"ago, {row['rows_per_s']:.0f} rows/s, {row['offsets_behind_latest']} behind latest, "
                    f"watermark {watermark}")
+        if row["phases_ms"]:
+            typer.echo(f"  {_where_the_time_went(row)}")
+
+
+def _where_the_time_went(row: dict[str, Any]) -> str:
+    """One line: the last batch's driver phases and its slowest task's phases (docs/streaming.md)."""
+    phases, tasks = row["phases_ms"] or {}, (row["tasks"] or {}).get("max_ms", {})
+    line = f"last batch {row['batch_duration_ms']} ms: Spark job {phases.get('read_process_produce', '?')} ms"
+    if tasks:
+        parts = ", ".join(f"{name} {tasks[name]}" for name in ("read", "process", "flush", "members")
+                          if name in tasks)
+        line += f" (slowest task {tasks.get('task', '?')} ms: {parts})"
+    return line + "".join(f", {name.replace('_', ' ')} {phases[name]} ms"
+                          for name in ("redis_apply", "summaries") if name in phases)
 
 
 @stream_app.command("stop")
@@ -194,6 +210,16 @@ def stop(grace_s: Annotated[float, typer.Option("--grace", help="Seconds before 
         typer.echo("no streaming job runs (nothing registered)")
         return
     stop_registered(cfg, grace_s=grace_s, progress=progress, names=("streaming",))
+
+
+def _json(value: Any) -> Any:
+    """A metrics hash field holding JSON (dicts and lists are stored as JSON text), or None."""
+    if value in (None, "None", ""):
+        return None
+    try:
+        return json.loads(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _int(value: Any) -> int | None:

@@ -92,7 +92,7 @@ def check_metrics(batches, total: int) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_fifty_thousand_events_match_an_independent_computation(stream_cfg, spark, redis_client,
-                                                                 kafka_props):
+                                                                 kafka_props, run_kappa):
     sent = generate(50_000)
     produce(stream_cfg, stream_cfg.streaming.source_topic, (s.line for s in sent))
     report = run_stream(stream_cfg, RunSpec(mode="replay", ending="latest",
@@ -112,6 +112,24 @@ def test_fifty_thousand_events_match_an_independent_computation(stream_cfg, spar
     top = expected.topics.most_common()
     assert [i["count"] for i in latest_top["items"]] == [c for _, c in top[: s.top_n]]
     assert all(i["error"] == 0 for i in latest_top["items"])
+    check_status(run_kappa, stream_cfg, report.query, batches[-1])
+
+
+def check_status(run_kappa, cfg: KappaConfig, query: str, last: dict) -> None:
+    """`kappa stream status` reports the query's last batch as the metrics topic has it."""
+    env = {"KAPPA_STREAMING__REDIS_PREFIX": cfg.streaming.redis_prefix,
+           "KAPPA_LAKE__CHECKPOINT_ROOT": cfg.lake.checkpoint_root}
+    result = run_kappa("stream", "status", "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    [row] = json.loads(result.stdout)
+    assert (row["query"], row["running"], row["last_batch"]) == (query, False, last["batch_id"])
+    assert (row["input_rows"], row["batch_duration_ms"]) == (last["input_rows"], last["batch_duration_ms"])
+    assert row["tasks"] == last["tasks"] and row["phases_ms"] == last["phases_ms"]
+    text = run_kappa("stream", "status", env=env)
+    assert text.returncode == 0, text.stderr
+    assert f"{query}: NOT running; last batch {last['batch_id']}" in text.stdout
+    assert f"last batch {last['batch_duration_ms']} ms: Spark job" in text.stdout
+    assert "slowest task" in text.stdout, text.stdout
 
 
 def test_a_replay_again_through_either_read_path_or_regrouped_leaves_redis_as_after_the_first(
