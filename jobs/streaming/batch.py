@@ -25,7 +25,7 @@ from jobs.streaming.aggregates import Windows
 from jobs.streaming.redis_script import Partition
 from jobs.streaming.redis_sink import RedisSummarySink
 from jobs.streaming.state import BatchWatermark, WatermarkLog
-from jobs.streaming.task import TASK_SCHEMA, TaskPlan, batch_task, split_output, task_timings
+from jobs.streaming.task import TASK_SCHEMA, PhaseClock, TaskPlan, batch_task, split_output, task_timings
 from jobs.streaming.validate import Rules
 
 logger = logging.getLogger(__name__)
@@ -100,7 +100,7 @@ class BatchProcessor:
 
     def _process(self, df: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
-        clock = _Clock()
+        clock = PhaseClock()
         used = self.watermarks.for_batch(batch_id)
         fence = self.redis.fence() if self.redis else {}
         # One pass: every task validates its records, produces the Kafka outputs and counts;
@@ -144,7 +144,7 @@ class BatchProcessor:
 
     def _apply_redis(self, increments: list[dict[str, Any]], fence: dict[Partition, int], *,
                      stats: list[dict[str, Any]], batch_id: int,
-                     clock: _Clock) -> int:
+                     clock: PhaseClock) -> int:
         assert self.redis is not None
         s = self.cfg.streaming
         new_fence = {(st["topic"], st["partition"]): st["max_offset"] + 1 for st in stats
@@ -229,16 +229,3 @@ class BatchProcessor:
         self.producer.flush(30)
         if self._latest is not None:
             self._latest.close()
-
-
-class _Clock:
-    """Milliseconds spent in each phase of a batch (reported in the metrics as phases_ms)."""
-
-    def __init__(self) -> None:
-        self.laps: dict[str, int] = {}
-        self._last = time.monotonic()
-
-    def lap(self, name: str) -> None:
-        now = time.monotonic()
-        self.laps[name] = int((now - self._last) * 1000)
-        self._last = now

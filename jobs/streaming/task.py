@@ -81,7 +81,7 @@ def batch_task(plan: TaskPlan) -> Callable[[Iterator[pa.RecordBatch]], Iterator[
     """
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        clock = _TaskClock()
+        clock = PhaseClock()
         producer = TaskProducer(plan.kafka, plan.flush_timeout_ms) if plan.produces else None
         increments = Increments(plan.windows) if plan.count else None
         stats: dict[tuple[str, int, bool], list[Any]] = {}
@@ -115,21 +115,30 @@ def batch_task(plan: TaskPlan) -> Callable[[Iterator[pa.RecordBatch]], Iterator[
     return run
 
 
-class _TaskClock:
-    """Milliseconds of a task's phases (summed where a phase recurs), for :data:`TASK_KIND`."""
+class PhaseClock:
+    """Milliseconds spent in each phase, summed where a phase recurs.
+
+    A batch's ``phases_ms`` on the driver; a task's :data:`TASK_KIND` row on an executor.
+    """
 
     def __init__(self) -> None:
-        self.began = self.last = time.perf_counter()
+        self.began = self.last = time.monotonic()
         self.ms: dict[str, float] = {}
 
     def lap(self, name: str) -> None:
-        now = time.perf_counter()
+        """Charge the time since the last lap (or the start) to ``name``."""
+        now = time.monotonic()
         self.ms[name] = self.ms.get(name, 0.0) + (now - self.last) * 1000
         self.last = now
 
+    @property
+    def laps(self) -> dict[str, int]:
+        """Whole milliseconds per phase."""
+        return {name: int(ms) for name, ms in self.ms.items()}
+
     def row(self) -> dict[str, Any]:
-        label = {name: round(ms) for name, ms in self.ms.items()}
-        label["task"] = round((self.last - self.began) * 1000)
+        """The task's :data:`TASK_KIND` row: its phases and the whole task (``task``)."""
+        label = self.laps | {"task": int((self.last - self.began) * 1000)}
         return {"kind": TASK_KIND, "window_start": 0, "item": "", "n": 0, "no": 0, "guests": 0,
                 "label": json.dumps(label)}
 
