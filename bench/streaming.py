@@ -11,11 +11,14 @@ malformed lines) round-robin to a 3-partition topic, then measures, in one run o
 * ``job``: ``run_stream`` in replay mode (availableNow, ``--per-trigger`` offsets per batch,
   all sinks: Kafka outputs and the fenced Redis apply) on ``local[2]``, after an untimed replay
   of ``--warmup`` records (JVM warm-up). Sustained rate = rows of every batch but the first /
-  their batch durations; run rate = records / the time from the first batch's start to the
-  last batch's end (every batch and Spark's work between batches, not the query's start);
-  wall rate = records / the replay's wall time. The embedded broker answers a fetch with the
-  whole rest of the partition, so the first batch reads (and spills) the whole backlog: the
-  sustained rate leaves that read out, the run rate does not;
+  their batch durations (plus their Redis apply when it is not in the background); steady-span
+  rate = the same rows / the time from the second batch's start to the last Redis apply's end
+  (gaps between batches included); run rate = records / the time from the first batch's start
+  to the last Redis apply's end (every batch and Spark's work between batches, not the query's
+  start); wall rate = records / the replay's wall time. The embedded broker answers a fetch with
+  the whole rest of the partition, so the first batch reads (and spills) the whole backlog: the
+  sustained and steady-span rates leave that read out, the run rate does not. ``--ab-apply``
+  runs the job twice per round, with ``streaming.apply_in_background`` false and true;
 * ``latency``: the job live (1 s trigger) while a paced producer sends ``--rate`` events/s for
   ``--seconds`` (after ``--settle`` seconds of the same rate, not counted). Latency of an event =
   the first time a 10 ms poller saw the Redis fence of its partition (written in the same
@@ -121,7 +124,6 @@ def run(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
     rss.start()
     try:
         loops = []
-        jobs = []
         warm = new_topic(props, PARTITIONS)
         produce(props, warm, args.warmup, seed=2)
         result["broker_settle_after_produce_s"] = settle()
@@ -132,19 +134,25 @@ def run(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
         drop_topics(props, [warm, *output_topics(warm_cfg)])
         load["after_warmup"] = load_avg()
         output = not args.no_kafka_output
-        for _ in range(args.repeats):
+        variants: dict[str, dict[str, Any]] = (
+            {"sync_apply": {"apply_in_background": False}, "background_apply": {"apply_in_background": True}}
+            if args.ab_apply else {"job": {}})
+        jobs_by: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
+        for round_index in range(args.repeats):
             outputs = [new_topic(props, PARTITIONS), new_topic(props, 1)]
             state = broker_state_mb(cfg)
             loops.append(with_cpu(partial(_loop, cfg, source, args.records, outputs, output=output),
                                   overhead=lambda: rss.cpu_s))
             loops[-1]["broker_state_mb_before"] = state
             drop_topics(props, outputs)
-            job_cfg = job_config(cfg, source)
-            state = broker_state_mb(cfg)
-            jobs.append(with_cpu(partial(_replay, job_cfg, args.per_trigger, output=output),
-                                 overhead=lambda: rss.cpu_s))
-            jobs[-1]["broker_state_mb_before"] = state
-            drop_topics(props, output_topics(job_cfg))
+            names = list(variants) if round_index % 2 == 0 else list(reversed(variants))  # A/B, B/A
+            for name in names:
+                job_cfg = job_config(cfg, source, **variants[name])
+                state = broker_state_mb(cfg)
+                jobs_by[name].append(with_cpu(partial(_replay, job_cfg, args.per_trigger, output=output),
+                                              overhead=lambda: rss.cpu_s))
+                jobs_by[name][-1]["broker_state_mb_before"] = state
+                drop_topics(props, output_topics(job_cfg))
         load["after_throughput"] = load_avg()
         if args.breakdown:
             from streaming_breakdown import breakdown
@@ -153,17 +161,14 @@ def run(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
                                             str(cfg.lake.checkpoint_root), cpu_seconds)
             load["after_breakdown"] = load_avg()
         loop_rate = median(x["rows_per_s"] for x in loops)
-        sustained = median(x["sustained_rows_per_s"] for x in jobs)
-        run_rate = median(x["run_rows_per_s"] for x in jobs)
-        result["throughput"] = {
-            "loop_rows_per_s": round(loop_rate), "job_sustained_rows_per_s": round(sustained),
-            "job_wall_rows_per_s": round(median(x["wall_rows_per_s"] for x in jobs)),
-            "job_run_rows_per_s": round(run_rate),
-            "job_vs_loop": round(sustained / loop_rate, 2),
-            "job_run_vs_loop": round(run_rate / loop_rate, 2),
-            "loop_cpu_us_per_event": median(x["cpu_us_per_event"] for x in loops),
-            "job_cpu_us_per_event": median(x["cpu_us_per_event"] for x in jobs),
-            "loop_runs": loops, "job_runs": jobs}
+        summaries = {name: _summary(runs, loop_rate) for name, runs in jobs_by.items()}
+        result["throughput"] = {"loop_rows_per_s": round(loop_rate),
+                                "loop_cpu_us_per_event": median(x["cpu_us_per_event"] for x in loops)}
+        if args.ab_apply:
+            result["throughput"] |= {"by_variant": summaries, "loop_runs": loops,
+                                     "job_runs": jobs_by}
+        else:
+            result["throughput"] |= summaries["job"] | {"loop_runs": loops, "job_runs": jobs_by["job"]}
         if not args.skip_latency:
             from streaming_latency import latency
 
@@ -180,6 +185,20 @@ def run(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
 
 
 # --- the job ---------------------------------------------------------------------------------
+
+def _summary(jobs: list[dict[str, Any]], loop_rate: float) -> dict[str, Any]:
+    """Medians of a job variant's rounds, and their ratios to the loop's median rate."""
+    sustained = median(x["sustained_rows_per_s"] for x in jobs)
+    span = median(x["steady_span_rows_per_s"] for x in jobs)
+    run_rate = median(x["run_rows_per_s"] for x in jobs)
+    return {"job_sustained_rows_per_s": round(sustained), "job_steady_span_rows_per_s": round(span),
+            "job_wall_rows_per_s": round(median(x["wall_rows_per_s"] for x in jobs)),
+            "job_run_rows_per_s": round(run_rate),
+            "job_vs_loop": round(sustained / loop_rate, 2),
+            "job_steady_span_vs_loop": round(span / loop_rate, 2),
+            "job_run_vs_loop": round(run_rate / loop_rate, 2),
+            "job_cpu_us_per_event": median(x["cpu_us_per_event"] for x in jobs)}
+
 
 def _replay(job_cfg: KappaConfig, per_trigger: int, output: bool = True) -> dict[str, Any]:
     from jobs.streaming.job import SINKS, RunSpec, run_stream
@@ -199,7 +218,9 @@ def _replay(job_cfg: KappaConfig, per_trigger: int, output: bool = True) -> dict
     batches = sorted((b for b in history if b["input_rows"]), key=lambda b: b["batch_id"])
     steady = batches[1:] or batches
     rows = sum(b["input_rows"] for b in steady)
-    seconds = sum(b["batch_duration_ms"] for b in steady) / 1000
+    # a batch's own time: its foreachBatch, plus its Redis apply when that was not in the background
+    seconds = sum(b["batch_duration_ms"] + (0 if job_cfg.streaming.apply_in_background else
+                                            sum(b.get("apply_ms", {}).values())) for b in steady) / 1000
     phases: dict[str, list[int]] = defaultdict(list)
     for batch in steady:
         for name, ms in batch.get("phases_ms", {}).items():
@@ -208,12 +229,19 @@ def _replay(job_cfg: KappaConfig, per_trigger: int, output: bool = True) -> dict
     for batch in steady:
         for name, ms in batch.get("tasks", {}).get("max_ms", {}).items():
             task_phases[name].append(ms)
-    # every batch, the first included, and Spark's work between batches; not the query's start
-    run_s = (batches[-1]["emitted_ms"] - batches[0]["emitted_ms"] + batches[0]["batch_duration_ms"]) / 1000
+    # every batch, the first included, Spark's work between batches and the last Redis apply
+    # (applied_ms; in the background it ends after its batch), not the query's start
+    def start_ms(batch: dict[str, Any]) -> int:
+        return batch["emitted_ms"] - batch["batch_duration_ms"]
+
+    end_ms = max(b.get("applied_ms", b["emitted_ms"]) for b in batches)
+    run_s = (end_ms - start_ms(batches[0])) / 1000
+    span_s = (end_ms - start_ms(steady[0])) / 1000
     return {"records": report.records_read, "wall_s": round(wall, 2),
             "wall_rows_per_s": round(report.records_read / wall),
             "run_s": round(run_s, 2), "run_rows_per_s": round(report.records_read / run_s),
             "sustained_rows_per_s": round(rows / seconds) if seconds else 0,
+            "steady_span_rows_per_s": round(rows / span_s) if span_s > 0 else 0,
             "batches": len(batches), "batch_ms": [b["batch_duration_ms"] for b in batches],
             "phases_ms_median": {k: median(v) for k, v in phases.items()},
             # per batch, the slowest task's phases (metrics "tasks"); the first batch apart
@@ -279,6 +307,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                         help="streaming.max_records_per_partition (split ranges into more tasks)")
     parser.add_argument("--task-slots", type=int,
                         help="streaming.task_slots (a batch's ranges regrouped into at most N tasks)")
+    parser.add_argument("--ab-apply", action="store_true",
+                        help="each round runs the job twice, streaming.apply_in_background false and "
+                             "true (alternating which goes first): by_variant in the result")
     parser.add_argument("--prefetch", action=argparse.BooleanOptionalAction,
                         help="streaming.prefetch_ranges (default: the config's, false)")
     parser.add_argument("--no-kafka-output", action="store_true",

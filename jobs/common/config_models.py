@@ -221,6 +221,7 @@ class StreamingConfig(Section):
     read_in_tasks: bool = True  # kafka-py: tasks read their offset ranges; records never enter the JVM
     task_slots: int | None = Field(default=None, ge=1)  # read_in_tasks: equal shares for N tasks; None: cores
     prefetch_ranges: bool = False  # read_in_tasks: a task fetches its next partition while reading one
+    apply_in_background: bool = True  # a batch's Redis effects are applied while the next batch runs
     watermark_s: int = Field(default=60, ge=0)
     future_skew_s: int = Field(default=300, ge=0)
     min_event_ms: int = 946_684_800_000  # 2000-01-01T00:00:00Z: older event times are absurd

@@ -1,9 +1,11 @@
 """One micro-batch of the RSVP job: the ``foreachBatch`` function (docs/streaming.md).
 
 Order of effects, chosen so that a crash at any point loses nothing and counts nothing twice:
-Kafka outputs (at least once, keyed), then the fenced Redis apply (exactly once), then the
-summaries read back from Redis, then metrics, then the batch's watermark record; Spark commits
-the batch only after this function returns.
+Kafka outputs (at least once, keyed, flushed by the tasks), then the batch's Redis effects
+(exactly once: the fenced apply, then the summaries read back from Redis and the metrics), then
+the batch's watermark record; Spark commits the batch only after this function returns. With
+``streaming.apply_in_background`` the Redis effects are written durably to a pending file
+instead and applied while the next batch runs (jobs/streaming/applier.py).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,11 +22,13 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from pyspark.sql import DataFrame
 
 from jobs.common.config import KappaConfig
+from jobs.common.errors import KappaError
 from jobs.common.kafka.client import consumer_config, producer_config
 from jobs.streaming.aggregates import Windows
+from jobs.streaming.applier import BackgroundApply, BackgroundApplyFailed, BatchEffects, EffectsWriter
 from jobs.streaming.redis_script import Partition
 from jobs.streaming.redis_sink import RedisSummarySink
-from jobs.streaming.state import BatchWatermark, WatermarkLog
+from jobs.streaming.state import BatchWatermark, PendingApplyFile, WatermarkLog
 from jobs.streaming.task import TASK_SCHEMA, PhaseClock, TaskPlan, batch_task, split_output, task_timings
 from jobs.streaming.validate import Rules
 
@@ -33,6 +37,10 @@ logger = logging.getLogger(__name__)
 METRICS_SCHEMA_VERSION = 1
 _encode = msgspec.json.Encoder().encode
 KAFKA, REDIS = "kafka", "redis"
+
+
+class StreamOutputError(KappaError):
+    """The driver's summaries or metrics could not be delivered to Kafka."""
 
 
 @dataclass
@@ -89,20 +97,59 @@ class BatchProcessor:
         self.totals = Totals()
         self.source: dict[str, str] | None = None
         """The Kafka read's options when the query's source emits offset ranges (set by the job)."""
+        self.pending = PendingApplyFile(watermarks.folder.parent.parent)
+        self.writer = self._writer() if redis_sink is not None else None
+        self.background = (BackgroundApply(self.writer, self.pending, on_error=self._publish_error,
+                                           on_written=self._count_summaries)
+                           if self.writer is not None and cfg.streaming.apply_in_background else None)
+        self._fence: dict[Partition, int] | None = None
+        """Background apply: the fence after the last batch handed over (None: read it from Redis)."""
+
+    def _writer(self) -> EffectsWriter:
+        assert self.redis is not None
+        s = self.cfg.streaming
+        return EffectsWriter(self.redis, query=self.query, top_n=s.top_n, summaries_topic=s.summaries_topic,
+                             windows_ms={"city": self.windows.city_ms, "trending": self.windows.trending_ms,
+                                         "members": self.windows.members_ms},
+                             produce=self._produce, publish_metrics=self._publish_metrics,
+                             flush=lambda: self._flush(30))
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         """Process one micro-batch; report an exception to platform.errors, then re-raise."""
         try:
             self._process(df, batch_id)
         except Exception as exc:
-            self._publish_error(batch_id, exc)
+            if not isinstance(exc, BackgroundApplyFailed):  # that one reported itself
+                self._publish_error(batch_id, exc)
             raise
+
+    def recover(self, progress: Callable[[str], None]) -> None:
+        """Before a query (re)starts: finish the batch in flight, apply a pending file's effects.
+
+        A stop or crash after a batch was handed to the background apply leaves its effects in the
+        pending file; they are applied here, fenced, before any new batch (applier.py).
+        """
+        self._fence = None
+        if self.background is not None:
+            self.background.wait()
+        data = self.pending.read()
+        if data is None or self.writer is None:
+            return
+        effects = BatchEffects.from_json(data)
+        outcome = self.writer.recover(effects)
+        self.pending.clear(effects.batch_id)
+        progress(f"pending Redis effects of batch {effects.batch_id} (left by a stop or crash): {outcome}")
+
+    def check(self) -> None:
+        """Raise a failed background apply (a live query with no new batch would not notice)."""
+        if self.background is not None:
+            self.background.check()
 
     def _process(self, df: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
         clock = PhaseClock()
         used = self.watermarks.for_batch(batch_id)
-        fence = self.redis.fence() if self.redis else {}
+        fence = self._fence_for_batch()
         # One pass: every task validates its records, produces the Kafka outputs and counts;
         # only the counts come back (jobs/streaming/task.py).
         clock.lap("fence")
@@ -111,26 +158,53 @@ class BatchProcessor:
         stats, increments = split_output(output)
         tasks = task_timings(output)
         clock.lap("merge")
+        if self.background is not None:
+            self.background.wait()  # the previous batch's effects (applied while the tasks ran)
+            clock.lap("wait_apply")
         written: dict[str, int] = {}
         if KAFKA in self.sinks:
             written |= {"analyzed": sum(st["valid_rows"] for st in stats),
                         "dlq": sum(st["dlq_rows"] for st in stats)}
-        if self.redis is not None:
-            written["summaries"] = self._apply_redis(increments, fence, stats=stats,
-                                                   batch_id=batch_id, clock=clock)
         batch_max = max((s["max_event_ms"] for s in stats if s["max_event_ms"] is not None), default=None)
         max_after = max((v for v in (used.max_event_ms, batch_max) if v is not None), default=None)
         metrics = self._metrics(batch_id, stats, used, max_after, time.monotonic() - started)
         clock.lap("metrics")
         metrics["phases_ms"] = clock.laps
         metrics["tasks"] = tasks
-        self._publish_metrics(metrics)
+        if self.writer is None:
+            self._publish_metrics(metrics)
+        else:
+            effects = self._effects(batch_id, increments, fence, stats, metrics)
+            if self.background is not None:
+                self.background.submit(effects)
+                self._fence = {**fence, **effects.new_fence}
+            else:
+                written["summaries"] = self.writer.write(effects)
         self.watermarks.record(batch_id, used, max_after)
         self.totals.add(metrics, written)
         logger.info("batch query=%s batch_id=%d rows=%d valid=%d dlq=%d late=%d applied=%d elapsed_s=%.2f",
                     self.query, batch_id, metrics["input_rows"], metrics["valid_rows"],
                     metrics["dlq_rows"], metrics["late_rows"], metrics["applied_rows"],
                     metrics["batch_duration_ms"] / 1000)
+
+    def _fence_for_batch(self) -> dict[Partition, int]:
+        if self.redis is None:
+            return {}
+        if self._fence is None or self.background is None:
+            self._fence = self.redis.fence()
+        return dict(self._fence)
+
+    def _effects(self, batch_id: int, increments: list[dict[str, Any]], fence: dict[Partition, int],
+                 stats: list[dict[str, Any]], metrics: dict[str, Any]) -> BatchEffects:
+        new_fence = {(st["topic"], st["partition"]): st["max_offset"] + 1 for st in stats
+                     if st["applicable"]}
+        totals = {name: sum(st[f"{name}_rows"] for st in stats if st["applicable"])
+                  for name in ("input", "valid", "dlq", "late")}
+        return BatchEffects(batch_id=batch_id, increments=increments, expected=fence,
+                            new_fence=new_fence, totals=totals, metrics=metrics)
+
+    def _count_summaries(self, written: int) -> None:
+        self.totals.summaries_written += written  # the background thread is the only writer
 
     def _plan(self, used: BatchWatermark, fence: Mapping[Partition, int]) -> TaskPlan:
         s, produces = self.cfg.streaming, KAFKA in self.sinks
@@ -141,29 +215,6 @@ class BatchProcessor:
                         source=self.source, redis_prefix=s.redis_prefix,
                         redis=tuple(sorted(self.cfg.redis.client_kwargs().items()))
                         if self.redis is not None else None)
-
-    def _apply_redis(self, increments: list[dict[str, Any]], fence: dict[Partition, int], *,
-                     stats: list[dict[str, Any]], batch_id: int,
-                     clock: PhaseClock) -> int:
-        assert self.redis is not None
-        s = self.cfg.streaming
-        new_fence = {(st["topic"], st["partition"]): st["max_offset"] + 1 for st in stats
-                     if st["applicable"]}
-        totals = {name: sum(st[f"{name}_rows"] for st in stats if st["applicable"])
-                  for name in ("input", "valid", "dlq", "late")}
-        applied = self.redis.apply(increments, fence, new_fence,
-                                   {"batch_id": batch_id, "query": self.query, "totals": totals})
-        clock.lap("redis_apply")
-        summaries = self.redis.read_back(applied, {
-            "city": self.windows.city_ms, "trending": self.windows.trending_ms,
-            "members": self.windows.members_ms}, s.top_n)
-        now = int(time.time() * 1000)
-        for record in summaries:
-            record |= {"schema_version": 1, "query": self.query, "batch_id": batch_id, "emitted_ms": now}
-            self._produce(s.summaries_topic, record["key"], record)
-        self.producer.flush(30)
-        clock.lap("summaries")
-        return len(summaries)
 
     def _metrics(self, batch_id: int, stats: list[dict[str, Any]], used: BatchWatermark,
                  max_after: int | None, elapsed_s: float) -> dict[str, Any]:
@@ -205,7 +256,7 @@ class BatchProcessor:
 
     def _publish_metrics(self, metrics: dict[str, Any]) -> None:
         self._produce(self.cfg.streaming.metrics_topic, self.query, metrics)
-        self.producer.flush(30)
+        self._flush(30)
         if self.redis is not None:
             self.redis.record_metrics(self.query, metrics)
 
@@ -224,8 +275,21 @@ class BatchProcessor:
         self.producer.produce(topic, key=key.encode(), value=_encode(value))
         self.producer.poll(0)
 
+    def _flush(self, timeout_s: float) -> None:
+        remaining = self.producer.flush(timeout_s)
+        if remaining:
+            raise StreamOutputError(f"{remaining} summary/metrics record(s) not delivered to Kafka in "
+                                 f"{timeout_s:.0f} s; check the brokers (docs/runbooks/streaming-down.md)")
+
+    def drain(self) -> None:
+        """Wait until the last batch's Redis effects are applied (raise if that failed)."""
+        if self.background is not None:
+            self.background.wait()
+
     def close(self) -> None:
-        """Flush and release the driver's clients."""
+        """Finish the batch in flight, flush and release the driver's clients."""
+        if self.background is not None:
+            self.background.close()
         self.producer.flush(30)
         if self._latest is not None:
             self._latest.close()

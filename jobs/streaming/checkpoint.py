@@ -26,6 +26,7 @@ from jobs.streaming.preflight import watermarks
 from jobs.streaming.redis_sink import RedisSummarySink
 from jobs.streaming.state import (
     CheckpointError,
+    PendingApplyFile,
     checkpoint_path,
     last_committed,
     last_offsets,
@@ -72,9 +73,11 @@ def inspect(cfg: KappaConfig, query: str | None = None) -> dict[str, Any]:
             "lost": at is not None and at < earliest, "behind": None if at is None else latest - at,
             "sink_minus_checkpoint": None if at is None or tp not in fence else fence[tp] - at})
     verdict = _verdict(path, planned, partitions)
+    pending = PendingApplyFile(path).read()
     return {"query": name, "checkpoint": str(path), "exists": path.is_dir(),
             "running_pid": lock_holder(path), "last_planned_batch": planned[0] if planned else None,
             "last_committed_batch": last_committed(path), "partitions": partitions,
+            "pending_apply_batch": pending.get("batch_id") if pending else None,
             "verdict": verdict}
 
 
@@ -147,8 +150,11 @@ def _replace(path: Path, name: str, start: dict[str, dict[str, int]], what: str,
         progress("dry run: nothing changed (add --execute to do it)")
         return plan
     carried = _carry_watermark(path)
+    pending = PendingApplyFile(path).read()  # Redis effects not yet applied: the next start applies them
     if path.exists():
         shutil.move(str(path), str(backup))
+    if pending is not None:
+        PendingApplyFile(path).write(pending)
     initial = path / STATE_FOLDER / "initial-offsets.json"
     initial.parent.mkdir(parents=True)
     initial.write_text(json.dumps(start))

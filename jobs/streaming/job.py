@@ -118,8 +118,10 @@ def run_stream(cfg: KappaConfig, spec: RunSpec, progress: Callable[[str], None] 
         try:
             for attempt in range(1, TRANSIENT_ATTEMPTS + 1):
                 try:
+                    processor.recover(progress)
                     _run_query(spark, cfg, spec, query, str(checkpoint), processor=processor,
                                progress=progress, stop=stop)
+                    processor.drain()
                     break
                 except TransientStartFailure as exc:
                     if attempt == TRANSIENT_ATTEMPTS:
@@ -212,6 +214,7 @@ def _wait(running, mode: Mode, stop: threading.Event, progress: Callable[[str], 
     last = -1
     while running.isActive:
         running.awaitTermination(0.5)
+        processor.check()  # a failed background apply fails the run even with no new batch
         progress_info = running.lastProgress
         if progress_info and progress_info["batchId"] != last:
             last = progress_info["batchId"]

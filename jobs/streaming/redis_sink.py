@@ -108,6 +108,12 @@ class RedisSummarySink:
         self._apply.run(ops, expected, new_fence, meta, prefix=self.keys.prefix)
         return applied
 
+    def changed(self, increments: Sequence[Any]) -> Applied:
+        """What :meth:`apply` of ``increments`` changes, without writing (to publish it again)."""
+        applied = Applied()
+        self._increments(ScriptOps(), increments, applied)
+        return applied
+
     def _increments(self, op: ScriptOps, increments: Iterable[Any], applied: Applied) -> None:  # noqa: PLR0912
         ttl, event_ttl, keys = self.cfg.streaming.window_ttl_s, self.cfg.streaming.event_ttl_s, self.keys
         members: dict[int, list[str]] = defaultdict(list)

@@ -5,6 +5,9 @@ Layout for query ``q`` under ``lake.checkpoint_root`` (local paths):
 - ``q/``                      Spark's checkpoint (offsets, commits, sources)
 - ``q/kappa-state/watermarks/<batch_id>.json``  the watermark a batch used and the max event
   time after it, so a batch replayed after a crash uses the same watermark
+- ``q/kappa-state/pending-apply.json``  the Redis effects of the last batch while they are applied
+  in the background (``streaming.apply_in_background``): applied at the next start if the job
+  stopped first (jobs/streaming/applier.py)
 - ``q.fingerprint.json``      what the checkpoint was built for (source topics, stateful shape)
 - ``q.lock``                  held (flock) by the running job: never two copies of one query
 """
@@ -89,6 +92,32 @@ class WatermarkLog:
             return json.loads(seed.read_text()).get("max_event_ms") if seed.is_file() else None
         data = self._read(max(earlier)) or {}
         return data.get("max_event_ms")
+
+
+class PendingApplyFile:
+    """``<checkpoint>/kappa-state/pending-apply.json``: one batch's Redis effects until applied."""
+
+    NAME = "pending-apply.json"
+
+    def __init__(self, checkpoint: Path) -> None:
+        self.path = checkpoint / "kappa-state" / self.NAME
+
+    def write(self, data: dict[str, Any]) -> None:
+        """Durably replace the file (fsync, then rename): a crash leaves the old or the new one."""
+        _write_json(self.path, data)
+
+    def read(self) -> dict[str, Any] | None:
+        """The pending effects, or None when every batch's effects were applied."""
+        try:
+            return json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return None
+
+    def clear(self, batch_id: int) -> None:
+        """Remove the file once ``batch_id``'s effects are applied (a newer batch's stays)."""
+        data = self.read()
+        if data is not None and data.get("batch_id") == batch_id:
+            self.path.unlink(missing_ok=True)
 
 
 def fingerprint(source_topics: list[str], windows: dict[str, int], sinks: list[str]) -> dict[str, Any]:

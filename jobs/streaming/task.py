@@ -92,6 +92,9 @@ def batch_task(plan: TaskPlan) -> Callable[[Iterator[pa.RecordBatch]], Iterator[
                 _one_batch(batch, plan, producer, increments, stats)
                 clock.lap("process")
             clock.lap("read")
+            # the HyperLogLog adds (idempotent) while librdkafka still delivers the outputs
+            rows = _add_members(plan, increments) if increments is not None and plan.redis else []
+            clock.lap("members")
         except BaseException:
             if producer is not None:
                 producer.discard()
@@ -99,8 +102,6 @@ def batch_task(plan: TaskPlan) -> Callable[[Iterator[pa.RecordBatch]], Iterator[
         if producer is not None:
             producer.finish()
         clock.lap("flush")
-        rows = _add_members(plan, increments) if increments is not None and plan.redis else []
-        clock.lap("members")
         rows += increments.rows() if increments is not None else []
         rows += [_stats_row(key, value) for key, value in stats.items()]
         output = pa.RecordBatch.from_pylist(rows, schema=increment_arrow_schema()) if rows else None

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import pytest
 from confluent_kafka import Producer
 
 from jobs.common.config import KappaConfig
+from jobs.streaming.redis_sink import RedisSummarySink
 
 
 @pytest.fixture()
@@ -27,6 +28,22 @@ def stream_cfg(stack: KappaConfig, topic_factory: Callable[..., str], tmp_path) 
         **topics, "query_name": f"q-{name}", "redis_prefix": f"t{name}", "trigger_s": 0.5})
     lake = stack.lake.model_copy(update={"checkpoint_root": str(tmp_path / "checkpoints")})
     return stack.model_copy(update={"streaming": streaming, "lake": lake})
+
+
+@pytest.fixture()
+def sink(stack: KappaConfig) -> Iterator[RedisSummarySink]:
+    """A summary sink on the session's Redis under this test's own prefix (its keys removed after)."""
+    prefix = f"t{uuid.uuid4().hex[:8]}"
+    cfg = stack.model_copy(update={"streaming": stack.streaming.model_copy(update={"redis_prefix": prefix})})
+    sink = RedisSummarySink(cfg)
+    sink.setup()
+    try:
+        yield sink
+    finally:
+        keys = list(sink.client.scan_iter(f"{prefix}:*"))
+        if keys:
+            sink.client.delete(*keys)
+        sink.close()
 
 
 def produce(cfg: KappaConfig, topic: str, lines: Iterable[bytes], partitions: int = 3) -> int:

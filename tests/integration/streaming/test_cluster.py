@@ -201,7 +201,9 @@ def test_spark_submit_to_a_standalone_cluster_writes_the_summaries_of_local_mode
                            code=package_code(tmp_path / "dist" / "kappa-jobs.zip"),
                            conf={"spark.driver.memory": "512m", "spark.executor.memory": "512m",
                                  "spark.cores.max": "2"})
-    env = _clean_env(**_run_env(stream_cfg, cluster_prefix, tmp_path / "cluster" / "checkpoints"))
+    # and the other apply mode: local applies in the background, the cluster before each commit
+    env = _clean_env(**_run_env(stream_cfg, cluster_prefix, tmp_path / "cluster" / "checkpoints"),
+                     KAPPA_STREAMING__APPLY_IN_BACKGROUND="false")
     started = time.monotonic()
     done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True,
                           timeout=SUBMIT_TIMEOUT_S, check=False, start_new_session=True)
@@ -218,6 +220,13 @@ def test_spark_submit_to_a_standalone_cluster_writes_the_summaries_of_local_mode
     # the executors ran the shipped zip, through the interpreter that cannot see the repository
     assert list(standalone.work_dir.glob("app-*/*/kappa-jobs.zip")), context
     assert standalone.python_calls.is_file() and standalone.python_calls.read_text().strip(), context
+
+    def phases(prefix: str, query: str) -> set[str]:
+        history = redis_client.lrange(f"{prefix}:metrics:{query}:history", 0, -1)
+        return {name for text in history for name in json.loads(text)["phases_ms"]}
+
+    assert "wait_apply" in phases(local_prefix, f"{name}-local")  # applied in the background
+    assert "wait_apply" not in phases(cluster_prefix, f"{name}-cluster"), context  # before commits
 
     expected, found = _summaries(redis_client, local_prefix), _summaries(redis_client, cluster_prefix)
     assert {"totals", "topics:all", "fence:summaries"} <= set(expected)

@@ -1,17 +1,21 @@
 """kill -9 of the streaming job's driver (and its JVM and Python workers) at three points,
-restarting each time: Redis still equals the independent computation, rsvps.analyzed misses
-nothing (duplicates only by source position, removable by key)."""
+restarting each time, and once exactly between Spark's commit of a batch and the Redis apply of
+its effects: Redis still equals the independent computation, rsvps.analyzed misses nothing
+(duplicates only by source position, removable by key)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from jobs.streaming.state import last_committed
 from tests.conftest import KAPPA, REPO
 from tests.integration.streaming.conftest import produce
 from tests.integration.streaming.expected import compute, metrics_batches
@@ -31,8 +35,8 @@ def _env(cfg, kappa_env: dict[str, str]) -> dict[str, str]:
             "KAPPA_LAKE__CHECKPOINT_ROOT": cfg.lake.checkpoint_root, "SPARK_LOCAL_IP": "127.0.0.1"}
 
 
-def _start(env: dict[str, str], log: Path) -> subprocess.Popen:
-    args = [*KAPPA, "stream", "run", "--mode", "replay", "--to", "latest",
+def _start(env: dict[str, str], log: Path, kappa: list[str] = KAPPA) -> subprocess.Popen:
+    args = [*kappa, "stream", "run", "--mode", "replay", "--to", "latest",
             "--max-offsets-per-trigger", str(PER_BATCH)]
     with log.open("a") as out:
         return subprocess.Popen(args, env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
@@ -82,6 +86,44 @@ def test_kill_9_three_times_loses_nothing_and_counts_nothing_twice(
 
     s = stream_cfg.streaming
     query = next(iter(redis_client.scan_iter(f"{prefix}:metrics:*:history"))).decode().split(":")[2]
+    batches = metrics_batches(kafka_props, s.metrics_topic, query)
+    check_metrics(batches, EVENTS)
+    expected = compute(sent, batches, s.source_topic)
+    check_redis(stream_cfg, redis_client, expected)
+    check_kafka(stream_cfg, kafka_props, expected, allow_duplicates=True)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_crash_between_the_commit_and_the_background_apply_loses_nothing(
+        stream_cfg, kappa_env, redis_client, kafka_props, tmp_path):
+    """Batch 2 is committed by Spark, its effects are in the pending file and not in Redis when
+    the job dies (a deterministic fault, not a timed kill); the restart applies them once."""
+    crash_batch = 2
+    sent = generate(EVENTS, seed=22)
+    produce(stream_cfg, stream_cfg.streaming.source_topic, (s.line for s in sent))
+    env, log = _env(stream_cfg, kappa_env), tmp_path / "stream.log"
+    crashing = [sys.executable, "-m", "tests.integration.streaming.crash_after_commit"]
+    proc = _start({**env, "KAPPA_TEST_CRASH_BATCH": str(crash_batch)}, log, kappa=crashing)
+    assert proc.wait(timeout=600) == -signal.SIGKILL, log.read_text()[-3000:]
+    _kill_group(proc)  # every process of the group is gone
+
+    [checkpoint] = [p for p in Path(stream_cfg.lake.checkpoint_root).iterdir() if p.is_dir()]
+    pending = json.loads((checkpoint / "kappa-state" / "pending-apply.json").read_text())
+    assert pending["batch_id"] == crash_batch
+    assert last_committed(checkpoint) == crash_batch
+    prefix, s = stream_cfg.streaming.redis_prefix, stream_cfg.streaming
+    fence = {k.decode(): int(v) for k, v in redis_client.hgetall(f"{prefix}:fence:summaries").items()
+             if k.decode().startswith(s.source_topic)}
+    assert fence == {f"{t}:{p}": o for t, p, o in pending["expected"]}  # batch 1's, not batch 2's
+    assert fence != {f"{t}:{p}": o for t, p, o in pending["new_fence"]}
+
+    final = _start(env, log)
+    assert final.wait(timeout=600) == 0, log.read_text()[-5000:]
+    said = f"pending Redis effects of batch {crash_batch} (left by a stop or crash): applied"
+    assert said in log.read_text()
+    assert not (checkpoint / "kappa-state" / "pending-apply.json").exists()
+    query = checkpoint.name
     batches = metrics_batches(kafka_props, s.metrics_topic, query)
     check_metrics(batches, EVENTS)
     expected = compute(sent, batches, s.source_topic)

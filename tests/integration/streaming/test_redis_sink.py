@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Iterator
 
 import pytest
 
-from jobs.common.config import KappaConfig
 from jobs.streaming.redis_script import FenceMoved, SummarySinkError
 from jobs.streaming.redis_sink import RedisSummarySink
 
@@ -40,21 +37,6 @@ BATCH = [
     inc("event", 0, "e1", n=3, no=1, guests=4, label="Mixer"),
 ]
 META = {"batch_id": 4, "query": "q-test", "totals": {"input": 9, "valid": 7, "dlq": 2, "late": 1}}
-
-
-@pytest.fixture()
-def sink(stack: KappaConfig) -> Iterator[RedisSummarySink]:
-    prefix = f"t{uuid.uuid4().hex[:8]}"
-    cfg = stack.model_copy(update={"streaming": stack.streaming.model_copy(update={"redis_prefix": prefix})})
-    sink = RedisSummarySink(cfg)
-    sink.setup()
-    try:
-        yield sink
-    finally:
-        keys = list(sink.client.scan_iter(f"{prefix}:*"))
-        if keys:
-            sink.client.delete(*keys)
-        sink.close()
 
 
 def test_apply_then_read_back(sink: RedisSummarySink) -> None:
