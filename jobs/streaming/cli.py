@@ -153,14 +153,16 @@ def submit(
 @stream_app.command("status")
 def status(as_json: Annotated[bool, JSON_OPTION] = False) -> None:
     """Every query that reported to Redis: running or not, last batch, rows/s, lag, watermark."""
-    from jobs.streaming.state import checkpoint_path, lock_holder
+    from jobs.streaming.state import PendingApplyFile, checkpoint_path, lock_holder
     from jobs.streaming.summaries import query_metrics
 
     cfg = load_config()
     rows = []
     for metrics in query_metrics(cfg):
         query = metrics.get("query", "?")
-        pid = lock_holder(checkpoint_path(cfg.lake.checkpoint_root, query))
+        checkpoint = checkpoint_path(cfg.lake.checkpoint_root, query)
+        pid = lock_holder(checkpoint)
+        pending = PendingApplyFile(checkpoint).read()
         age = (time.time() * 1000 - float(metrics.get("emitted_ms", 0))) / 1000
         rows.append({"query": query, "running": pid is not None, "pid": pid,
                      "last_batch": _int(metrics.get("batch_id")), "last_batch_age_s": round(age, 1),
@@ -170,7 +172,9 @@ def status(as_json: Annotated[bool, JSON_OPTION] = False) -> None:
                      "input_rows": _int(metrics.get("input_rows")),
                      "dlq_rows": _int(metrics.get("dlq_rows")), "late_rows": _int(metrics.get("late_rows")),
                      "batch_duration_ms": _int(metrics.get("batch_duration_ms")),
-                     "phases_ms": _json(metrics.get("phases_ms")), "tasks": _json(metrics.get("tasks"))})
+                     "phases_ms": _json(metrics.get("phases_ms")), "tasks": _json(metrics.get("tasks")),
+                     "apply_ms": _json(metrics.get("apply_ms")),
+                     "pending_apply_batch": pending.get("batch_id") if pending else None})
     if as_json:
         typer.echo(json.dumps(rows))
         return
@@ -186,6 +190,9 @@ def status(as_json: Annotated[bool, JSON_OPTION] = False) -> None:
                    f"watermark {watermark}")
         if row["phases_ms"]:
             typer.echo(f"  {_where_the_time_went(row)}")
+        if row["pending_apply_batch"] is not None and not row["running"]:
+            typer.echo(f"  the Redis effects of batch {row['pending_apply_batch']} are pending: the next "
+                       "start applies them (docs/streaming.md, \"Applied in the background\")")
 
 
 def _where_the_time_went(row: dict[str, Any]) -> str:
@@ -196,8 +203,9 @@ def _where_the_time_went(row: dict[str, Any]) -> str:
         parts = ", ".join(f"{name} {tasks[name]}" for name in ("read", "process", "flush", "members")
                           if name in tasks)
         line += f" (slowest task {tasks.get('task', '?')} ms: {parts})"
-    return line + "".join(f", {name.replace('_', ' ')} {phases[name]} ms"
-                          for name in ("redis_apply", "summaries") if name in phases)
+    applied = (row.get("apply_ms") or {}) | phases  # apply_ms since the background apply
+    return line + "".join(f", {name.replace('_', ' ')} {applied[name]} ms"
+                          for name in ("wait_apply", "redis_apply", "summaries") if name in applied)
 
 
 @stream_app.command("stop")

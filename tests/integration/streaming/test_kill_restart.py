@@ -118,6 +118,11 @@ def test_a_crash_between_the_commit_and_the_background_apply_loses_nothing(
     assert fence == {f"{t}:{p}": o for t, p, o in pending["expected"]}  # batch 1's, not batch 2's
     assert fence != {f"{t}:{p}": o for t, p, o in pending["new_fence"]}
 
+    status = subprocess.run([*KAPPA, "stream", "status", "--json"], env=env, cwd=REPO, text=True,
+                            capture_output=True, timeout=120, check=True)
+    [row] = [r for r in json.loads(status.stdout) if r["query"] == checkpoint.name]
+    assert (row["running"], row["pending_apply_batch"]) == (False, crash_batch)
+
     final = _start(env, log)
     assert final.wait(timeout=600) == 0, log.read_text()[-5000:]
     said = f"pending Redis effects of batch {crash_batch} (left by a stop or crash): applied"
