@@ -14,59 +14,33 @@ import logging
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from pyspark.sql import DataFrame
 
 from jobs.common.config import KappaConfig
 from jobs.common.errors import KappaError
-from jobs.common.kafka.client import consumer_config, producer_config
+from jobs.common.kafka.client import producer_config
 from jobs.streaming.aggregates import Windows
 from jobs.streaming.applier import BackgroundApply, BackgroundApplyFailed, BatchEffects, EffectsWriter
+from jobs.streaming.batch_metrics import Lag, Totals, batch_metrics
 from jobs.streaming.redis_script import Partition
 from jobs.streaming.redis_sink import RedisSummarySink
 from jobs.streaming.state import BatchWatermark, PendingApplyFile, WatermarkLog
-from jobs.streaming.task import TASK_SCHEMA, PhaseClock, TaskPlan, batch_task, split_output, task_timings
+from jobs.streaming.task import TASK_SCHEMA, PhaseClock, TaskPlan, batch_task
+from jobs.streaming.task_output import split_output, task_timings
 from jobs.streaming.validate import Rules
 
 logger = logging.getLogger(__name__)
 
-METRICS_SCHEMA_VERSION = 1
 _encode = msgspec.json.Encoder().encode
 KAFKA, REDIS = "kafka", "redis"
 
 
 class StreamOutputError(KappaError):
     """The driver's summaries or metrics could not be delivered to Kafka."""
-
-
-@dataclass
-class Totals:
-    """Counts over every batch a run processed (the replay report)."""
-
-    batches: int = 0
-    input_rows: int = 0
-    valid_rows: int = 0
-    dlq_rows: int = 0
-    late_rows: int = 0
-    applied_rows: int = 0
-    analyzed_written: int = 0
-    dlq_written: int = 0
-    summaries_written: int = 0
-    last_batch: dict[str, Any] = field(default_factory=dict)
-
-    def add(self, metrics: Mapping[str, Any], written: Mapping[str, int]) -> None:
-        """Fold one batch's metrics in."""
-        self.batches += 1
-        for name in ("input_rows", "valid_rows", "dlq_rows", "late_rows", "applied_rows"):
-            setattr(self, name, getattr(self, name) + int(metrics[name]))
-        self.analyzed_written += written.get("analyzed", 0)
-        self.dlq_written += written.get("dlq", 0)
-        self.summaries_written += written.get("summaries", 0)
-        self.last_batch = dict(metrics)
 
 
 def rules_from(cfg: KappaConfig) -> Rules:
@@ -92,12 +66,11 @@ class BatchProcessor:
         self.watermarks, self.redis = watermarks, redis_sink
         self.rules, self.windows = rules_from(cfg), windows_from(cfg)
         self.producer = Producer(producer_config(cfg.kafka.client_config()))
-        self._latest: Consumer | None = None
-        self.positions: dict[Partition, int] = {}
+        self.lag = Lag(cfg.kafka.client_config())
         self.totals = Totals()
         self.source: dict[str, str] | None = None
         """The Kafka read's options when the query's source emits offset ranges (set by the job)."""
-        self.pending = PendingApplyFile(watermarks.folder.parent.parent)
+        self.pending = PendingApplyFile(watermarks.checkpoint)
         self.writer = self._writer() if redis_sink is not None else None
         self.background = (BackgroundApply(self.writer, self.pending, on_error=self._publish_error,
                                            on_written=self._count_summaries)
@@ -167,7 +140,9 @@ class BatchProcessor:
                         "dlq": sum(st["dlq_rows"] for st in stats)}
         batch_max = max((s["max_event_ms"] for s in stats if s["max_event_ms"] is not None), default=None)
         max_after = max((v for v in (used.max_event_ms, batch_max) if v is not None), default=None)
-        metrics = self._metrics(batch_id, stats, used, max_after, time.monotonic() - started)
+        metrics = batch_metrics(self.query, batch_id, stats, used, max_after=max_after,
+                                elapsed_s=time.monotonic() - started, counted=self.redis is not None,
+                                behind=self.lag.advance(stats), emitted_ms=int(time.time() * 1000))
         clock.lap("metrics")
         metrics["phases_ms"] = clock.laps
         metrics["tasks"] = tasks
@@ -216,44 +191,6 @@ class BatchProcessor:
                         redis=tuple(sorted(self.cfg.redis.client_kwargs().items()))
                         if self.redis is not None else None)
 
-    def _metrics(self, batch_id: int, stats: list[dict[str, Any]], used: BatchWatermark,
-                 max_after: int | None, elapsed_s: float) -> dict[str, Any]:
-        def total(name: str, only_applicable: bool = False) -> int:
-            return sum(st[name] for st in stats if st["applicable"] or not only_applicable)
-
-        start: dict[str, dict[str, int]] = {}
-        end: dict[str, dict[str, int]] = {}
-        for st in stats:
-            tp = (st["topic"], st["partition"])
-            first = min(start.get(st["topic"], {}).get(str(st["partition"]), st["min_offset"]),
-                        st["min_offset"])
-            start.setdefault(st["topic"], {})[str(st["partition"])] = first
-            last = max(end.get(st["topic"], {}).get(str(st["partition"]), -1), st["max_offset"] + 1)
-            end.setdefault(st["topic"], {})[str(st["partition"])] = last
-            self.positions[tp] = max(self.positions.get(tp, 0), last)
-        rows = total("input_rows")
-        return {
-            "schema_version": METRICS_SCHEMA_VERSION, "kind": "streaming_batch", "query": self.query,
-            "batch_id": batch_id, "input_rows": rows, "valid_rows": total("valid_rows"),
-            "dlq_rows": total("dlq_rows"), "late_rows": total("late_rows"),
-            "applied_rows": total("valid_rows", only_applicable=True) if self.redis else 0,
-            "rows_per_s": round(rows / elapsed_s, 1) if elapsed_s > 0 else 0.0,
-            "batch_duration_ms": int(elapsed_s * 1000), "watermark_ms": used.watermark_ms,
-            "max_event_ms": max_after, "start_offsets": start, "end_offsets": end,
-            "offsets_behind_latest": self._behind(), "emitted_ms": int(time.time() * 1000),
-        }
-
-    def _behind(self) -> int | None:
-        if not self.positions:
-            return None
-        if self._latest is None:
-            self._latest = Consumer(consumer_config(self.cfg.kafka.client_config(), "kappa-stream-lag"))
-        behind = 0
-        for (topic, partition), position in self.positions.items():
-            _, high = self._latest.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
-            behind += max(0, high - position)
-        return behind
-
     def _publish_metrics(self, metrics: dict[str, Any]) -> None:
         self._produce(self.cfg.streaming.metrics_topic, self.query, metrics)
         self._flush(30)
@@ -291,5 +228,4 @@ class BatchProcessor:
         if self.background is not None:
             self.background.close()
         self.producer.flush(30)
-        if self._latest is not None:
-            self._latest.close()
+        self.lag.close()

@@ -56,6 +56,7 @@ class WatermarkLog:
     """Per-batch watermark records under ``<checkpoint>/kappa-state/watermarks``."""
 
     def __init__(self, checkpoint: Path, delay_ms: int) -> None:
+        self.checkpoint = checkpoint
         self.folder = checkpoint / "kappa-state" / "watermarks"
         self.delay_ms = delay_ms
 

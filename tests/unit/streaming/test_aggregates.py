@@ -13,7 +13,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from jobs.streaming.aggregates import INCREMENT_COLUMNS, Windows, increment_arrow_schema, summary_increments
 from jobs.streaming.records import Increments
-from jobs.streaming.task import split_output, task_timings
+from jobs.streaming.task_output import split_output, task_timings
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z, a multiple of every window size below
 MINUTE = 60_000

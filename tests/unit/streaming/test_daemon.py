@@ -24,11 +24,24 @@ def test_the_job_asks_spark_for_this_daemon() -> None:
     assert WORKER_CONF == {"spark.python.daemon.module": "jobs.streaming.daemon"}
 
 
+RAW_LOCAL = {"spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
+             "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem"}
+
+
 def test_only_a_local_job_reading_its_own_ranges_asks_for_the_quick_jit() -> None:
-    daemon = {"spark.python.daemon.module": "jobs.streaming.daemon"}
+    daemon = {"spark.python.daemon.module": "jobs.streaming.daemon"} | RAW_LOCAL
     quick = daemon | {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
     assert job_spark_conf(load_config("test", environ={"KAPPA_SPARK__MASTER": "local[2]"})) == quick
     assert job_spark_conf(load_config("test", environ={
         "KAPPA_SPARK__MASTER": "spark://127.0.0.1:7077"})) == daemon
     assert job_spark_conf(load_config("test", environ={
         "KAPPA_SPARK__MASTER": "local[2]", "KAPPA_STREAMING__READ_IN_TASKS": "false"})) == daemon
+
+
+def test_only_a_checkpoint_on_a_local_disk_goes_without_checksum_files() -> None:
+    for root in ("var/checkpoints", "/data/checkpoints", "file:///data/checkpoints"):
+        conf = job_spark_conf(load_config("test", environ={"KAPPA_LAKE__CHECKPOINT_ROOT": root}))
+        assert RAW_LOCAL.items() <= conf.items(), root
+    for root in ("hdfs://nn:8020/checkpoints", "s3a://bucket/checkpoints"):
+        conf = job_spark_conf(load_config("test", environ={"KAPPA_LAKE__CHECKPOINT_ROOT": root}))
+        assert not RAW_LOCAL.keys() & conf.keys(), root
