@@ -138,7 +138,8 @@ class StackConfig(Section):
     stop_timeout_s: float = Field(default=30, gt=0)
     kafka_binary: str = "noida-db"
     redis_binary: str = "redis-server"
-    kafka_nice: int = Field(default=10, ge=0, le=19)
+    kafka_nice: int = Field(default=0, ge=0, le=19)  # the broker's threads (requests)
+    kafka_snapshot_nice: int = Field(default=19, ge=0, le=19)  # its state-file rewrite thread
 
 
 class SparkConfig(Section):

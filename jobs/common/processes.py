@@ -25,7 +25,7 @@ import re
 import signal
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -216,15 +216,16 @@ def reap(pid: int) -> None:
         pass
 
 
-def lower_priority(pgid: int, nice: int) -> list[str]:
+def lower_priority(pgid: int, nice: int, by_name: Mapping[str, int] | None = None) -> list[str]:
     """Raise the nice of every thread of every process in a process group to ``nice`` (Linux).
 
-    Best effort: returns what could not be set, for a log line. Threads started later inherit
-    the nice of the thread that starts them. Nice weighs threads against the others of their
-    autogroup only (autogroup scheduling, on by default in many kernels, first shares the CPU
-    evenly between sessions), so a process meant to yield to the platform's processes must run
-    in their session: the embedded stack starts its services in a process group of their own,
-    not a session of their own.
+    ``by_name``: another nice for threads of that name (``/proc/<pid>/task/<tid>/comm``). A nice
+    is only ever raised, never lowered. Best effort: returns what could not be set, for a log
+    line. Threads started later inherit the nice of the thread that starts them. Nice weighs
+    threads against the others of their autogroup only (autogroup scheduling, on by default in
+    many kernels, first shares the CPU evenly between sessions), so a process meant to yield to
+    the platform's processes must run in their session: the embedded stack starts its services
+    in a process group of their own, not a session of their own.
     """
     problems: list[str] = []
     for pid in (int(e) for e in os.listdir("/proc") if e.isdigit()):
@@ -236,10 +237,15 @@ def lower_priority(pgid: int, nice: int) -> list[str]:
             continue
         for tid in threads:
             try:
-                os.setpriority(os.PRIO_PROCESS, tid, max(nice, os.getpriority(os.PRIO_PROCESS, tid)))
+                wanted = (by_name or {}).get(_thread_name(pid, tid), nice)
+                os.setpriority(os.PRIO_PROCESS, tid, max(wanted, os.getpriority(os.PRIO_PROCESS, tid)))
             except OSError as exc:
                 problems.append(f"thread {tid}: {exc}")
     return problems
+
+
+def _thread_name(pid: int, tid: int) -> str:
+    return Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
 
 
 def _pgid(pid: int) -> int | None:

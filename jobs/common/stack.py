@@ -25,6 +25,8 @@ from jobs.common.processes import alive, lower_priority, port_busy, stop_group, 
 logger = logging.getLogger(__name__)
 
 LOOPBACK = ("127.0.0.1", "localhost")
+SNAPSHOT_THREAD = "autosave"
+"""The embedded broker's thread that rewrites its whole state file after writes (noida-db 0.2.3)."""
 
 
 @dataclass(frozen=True)
@@ -152,21 +154,24 @@ class EmbeddedStack:
             self._pidfile(service).unlink(missing_ok=True)
             raise
         progress(f"{service.name}: healthy")
-        if service.name == "kafka" and self.config.stack.kafka_nice:
-            self._lower_priority(process.pid, self.config.stack.kafka_nice)
+        stack = self.config.stack
+        if service.name == "kafka" and (stack.kafka_nice or stack.kafka_snapshot_nice):
+            self._lower_priority(process.pid, stack.kafka_nice, stack.kafka_snapshot_nice)
         return True
 
-    def _lower_priority(self, pid: int, nice: int) -> None:
+    def _lower_priority(self, pid: int, nice: int, snapshot_nice: int) -> None:
         """The broker's CPU priority: its state snapshot must not take cores from the pipeline.
 
         noida-db rewrites its whole state file after writes, one core for as long as anything
-        writes (docs/benchmarks.md); in its own session it would get an equal share of the CPU
-        against all of the platform's processes together (autogroup scheduling).
+        writes (docs/benchmarks.md), on its thread named ``autosave``: that one runs at
+        ``snapshot_nice``, the threads that answer requests at ``nice``. In its own session the
+        broker would get an equal share of the CPU against all of the platform's processes
+        together (autogroup scheduling), so it runs in the caller's.
         """
-        problems = lower_priority(pid, nice)
+        problems = lower_priority(pid, nice, {SNAPSHOT_THREAD: snapshot_nice})
         if problems:
-            logger.warning("kafka: could not lower the broker's priority to nice %d: %s", nice,
-                           "; ".join(problems[:3]))
+            logger.warning("kafka: could not lower the broker's priority to nice %d (snapshot %d): %s",
+                           nice, snapshot_nice, "; ".join(problems[:3]))
 
     def _command(self, service: _Service) -> list[str]:
         folder = self.data_dir / service.name

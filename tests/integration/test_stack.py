@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from jobs.common.config import load_config
 from jobs.common.errors import StackError
-from jobs.common.stack import EmbeddedStack
+from jobs.common.stack import SNAPSHOT_THREAD, EmbeddedStack
 from tests.conftest import free_port
 
 
@@ -147,9 +147,9 @@ def test_a_failed_up_leaves_nothing_running(tmp_path):
     assert not (tmp_path / "stack" / "kafka.pid").exists()
 
 
-def _threads_nice(pgid: int) -> dict[int, int]:
-    """The nice of every thread of every process in the process group, read from /proc."""
-    nice = {}
+def _threads(pgid: int) -> dict[int, tuple[str, int]]:
+    """Name and nice of every thread of every process in the process group, read from /proc."""
+    found = {}
     for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
         try:
             if int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[2]) != pgid:
@@ -157,31 +157,36 @@ def _threads_nice(pgid: int) -> dict[int, int]:
             for tid in os.listdir(f"/proc/{pid}/task"):
                 # field 19 of stat (index 16 after the command) is the nice value
                 stat = open(f"/proc/{pid}/task/{tid}/stat").read()
-                nice[int(tid)] = int(stat.rsplit(")", 1)[1].split()[16])
+                name = open(f"/proc/{pid}/task/{tid}/comm").read().strip()
+                found[int(tid)] = (name, int(stat.rsplit(")", 1)[1].split()[16]))
         except (OSError, IndexError):
             continue
-    return nice
+    return found
 
 
-@pytest.mark.parametrize("kafka_nice", [10, 0])
-def test_broker_yields_the_cpu_in_the_callers_session(tmp_path, kafka_nice):
+@pytest.mark.parametrize(("kafka_nice", "snapshot_nice"), [(0, 19), (10, 10), (0, 0)])
+def test_broker_yields_the_cpu_in_the_callers_session(tmp_path, kafka_nice, snapshot_nice):
     """The broker's state snapshot must not take a core from the pipeline (docs/benchmarks.md).
 
-    Every thread of the broker runs at ``stack.kafka_nice``, Redis at the caller's nice, and both
-    in the caller's session: with autogroup scheduling, a session of its own would get an equal
-    share of the CPU whatever its threads' nice.
+    The broker's state-rewrite thread runs at ``stack.kafka_snapshot_nice``, its other threads at
+    ``stack.kafka_nice``, Redis at the caller's nice, and both in the caller's session: with
+    autogroup scheduling, a session of its own would get an equal share of the CPU whatever its
+    threads' nice.
     """
     config = load_config("test", environ={}, overrides={
         "kafka.bootstrap_servers": f"127.0.0.1:{free_port()}", "redis.port": free_port(),
-        "stack.data_dir": str(tmp_path / "stack"), "stack.kafka_nice": kafka_nice})
+        "stack.data_dir": str(tmp_path / "stack"), "stack.kafka_nice": kafka_nice,
+        "stack.kafka_snapshot_nice": snapshot_nice})
     stack = EmbeddedStack(config)
     pids = {s.name: s.pid for s in stack.up(progress=lambda m: None)}
     try:
-        broker = _threads_nice(pids["kafka"])
+        broker = _threads(pids["kafka"])
         assert len(broker) >= 3, f"the broker's threads were not found: {broker}"  # wrapper + server
         own = os.getpriority(os.PRIO_PROCESS, 0)
-        assert set(broker.values()) == {max(kafka_nice, own)}
-        assert set(_threads_nice(pids["redis"]).values()) == {own}
+        snapshot = [nice for name, nice in broker.values() if name == SNAPSHOT_THREAD]
+        assert snapshot == [max(snapshot_nice, own)], f"thread {SNAPSHOT_THREAD!r}: {broker}"
+        assert {nice for name, nice in broker.values() if name != SNAPSHOT_THREAD} == {max(kafka_nice, own)}
+        assert {nice for _, nice in _threads(pids["redis"]).values()} == {own}
         for pid in pids.values():
             assert os.getpgid(pid) == pid, "each service leads its own process group (stop_group)"
             assert os.getsid(pid) == os.getsid(0), "a service must not start a session of its own"
