@@ -46,7 +46,6 @@ import socket
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
@@ -58,6 +57,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the bench's sibling modules
 
+from streaming_replay import replay, summary
 from streaming_support import (
     PARTITIONS,
     RssSampler,
@@ -104,6 +104,21 @@ def _embedded_stack(cfg: KappaConfig, start: bool) -> Iterator[None]:
         stack.down(progress=lambda message: None)
 
 
+@contextmanager
+def private_source(records: int, prefix: str) -> Iterator[tuple[KappaConfig, str]]:
+    """This benchmark's config on a private embedded stack, with a topic of ``records`` RSVPs.
+
+    For the diagnostics beside it (streaming_tasks.py, streaming_broker_nice.py); the broker is
+    not left to settle after the produce (``settle``).
+    """
+    with tempfile.TemporaryDirectory(prefix=prefix) as folder:
+        cfg = _config(_parse(["--records", str(records)]), Path(folder))
+        with _embedded_stack(cfg, start=True):
+            source = new_topic(cfg.kafka.client_config(), PARTITIONS)
+            produce(cfg.kafka.client_config(), source, records, seed=1)
+            yield cfg, source
+
+
 def run(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
     """Produce, then measure the loop, the job (replay), the job's latency (live) and RSS."""
     load: dict[str, Any] = {"start": load_avg()}
@@ -129,7 +144,7 @@ def run(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
         result["broker_settle_after_produce_s"] = settle()
         began = time.monotonic()
         warm_cfg = job_config(cfg, warm)
-        _replay(warm_cfg, args.per_trigger)  # untimed: JVM start, JIT, Python workers
+        replay(warm_cfg, args.per_trigger)  # untimed: JVM start, JIT, Python workers
         result["spark_start_and_warmup_s"] = round(time.monotonic() - began, 2)
         drop_topics(props, [warm, *output_topics(warm_cfg)])
         load["after_warmup"] = load_avg()
@@ -149,7 +164,7 @@ def run(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
             for name in names:
                 job_cfg = job_config(cfg, source, **variants[name])
                 state = broker_state_mb(cfg)
-                jobs_by[name].append(with_cpu(partial(_replay, job_cfg, args.per_trigger, output=output),
+                jobs_by[name].append(with_cpu(partial(replay, job_cfg, args.per_trigger, output=output),
                                               overhead=lambda: rss.cpu_s))
                 jobs_by[name][-1]["broker_state_mb_before"] = state
                 drop_topics(props, output_topics(job_cfg))
@@ -161,7 +176,7 @@ def run(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
                                             str(cfg.lake.checkpoint_root), cpu_seconds)
             load["after_breakdown"] = load_avg()
         loop_rate = median(x["rows_per_s"] for x in loops)
-        summaries = {name: _summary(runs, loop_rate) for name, runs in jobs_by.items()}
+        summaries = {name: summary(runs, loop_rate) for name, runs in jobs_by.items()}
         result["throughput"] = {"loop_rows_per_s": round(loop_rate),
                                 "loop_cpu_us_per_event": median(x["cpu_us_per_event"] for x in loops)}
         if args.ab_apply:
@@ -182,72 +197,6 @@ def run(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
     result["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),
                          "memory_gb": round(psutil.virtual_memory().total / 2**30, 1)}
     return result
-
-
-# --- the job ---------------------------------------------------------------------------------
-
-def _summary(jobs: list[dict[str, Any]], loop_rate: float) -> dict[str, Any]:
-    """Medians of a job variant's rounds, and their ratios to the loop's median rate."""
-    sustained = median(x["sustained_rows_per_s"] for x in jobs)
-    span = median(x["steady_span_rows_per_s"] for x in jobs)
-    run_rate = median(x["run_rows_per_s"] for x in jobs)
-    return {"job_sustained_rows_per_s": round(sustained), "job_steady_span_rows_per_s": round(span),
-            "job_wall_rows_per_s": round(median(x["wall_rows_per_s"] for x in jobs)),
-            "job_run_rows_per_s": round(run_rate),
-            "job_vs_loop": round(sustained / loop_rate, 2),
-            "job_steady_span_vs_loop": round(span / loop_rate, 2),
-            "job_run_vs_loop": round(run_rate / loop_rate, 2),
-            "job_cpu_us_per_event": median(x["cpu_us_per_event"] for x in jobs)}
-
-
-def _replay(job_cfg: KappaConfig, per_trigger: int, output: bool = True) -> dict[str, Any]:
-    from jobs.streaming.job import SINKS, RunSpec, run_stream
-    from jobs.streaming.redis_sink import connect
-
-    sinks = frozenset(SINKS) if output else frozenset({"redis"})
-    spec = RunSpec(mode="replay", starting="earliest", ending="latest",
-                   max_offsets_per_trigger=per_trigger, fresh=True, sinks=sinks)
-    began = time.monotonic()
-    report = run_stream(job_cfg, spec, progress=lambda message: None)
-    wall = time.monotonic() - began
-    client = connect(job_cfg)
-    s = job_cfg.streaming
-    history = [json.loads(m) for m in client.lrange(f"{s.redis_prefix}:metrics:{spec.query_name(job_cfg)}"
-                                                    ":history", 0, -1)]
-    client.close()
-    batches = sorted((b for b in history if b["input_rows"]), key=lambda b: b["batch_id"])
-    steady = batches[1:] or batches
-    rows = sum(b["input_rows"] for b in steady)
-    # a batch's own time: its foreachBatch, plus its Redis apply when that was not in the background
-    seconds = sum(b["batch_duration_ms"] + (0 if job_cfg.streaming.apply_in_background else
-                                            sum(b.get("apply_ms", {}).values())) for b in steady) / 1000
-    phases: dict[str, list[int]] = defaultdict(list)
-    for batch in steady:
-        for name, ms in batch.get("phases_ms", {}).items():
-            phases[name].append(ms)
-    task_phases: dict[str, list[int]] = defaultdict(list)
-    for batch in steady:
-        for name, ms in batch.get("tasks", {}).get("max_ms", {}).items():
-            task_phases[name].append(ms)
-    # every batch, the first included, Spark's work between batches and the last Redis apply
-    # (applied_ms; in the background it ends after its batch), not the query's start
-    def start_ms(batch: dict[str, Any]) -> int:
-        return batch["emitted_ms"] - batch["batch_duration_ms"]
-
-    end_ms = max(b.get("applied_ms", b["emitted_ms"]) for b in batches)
-    run_s = (end_ms - start_ms(batches[0])) / 1000
-    span_s = (end_ms - start_ms(steady[0])) / 1000
-    return {"records": report.records_read, "wall_s": round(wall, 2),
-            "wall_rows_per_s": round(report.records_read / wall),
-            "run_s": round(run_s, 2), "run_rows_per_s": round(report.records_read / run_s),
-            "sustained_rows_per_s": round(rows / seconds) if seconds else 0,
-            "steady_span_rows_per_s": round(rows / span_s) if span_s > 0 else 0,
-            "batches": len(batches), "batch_ms": [b["batch_duration_ms"] for b in batches],
-            "phases_ms_median": {k: median(v) for k, v in phases.items()},
-            # per batch, the slowest task's phases (metrics "tasks"); the first batch apart
-            "first_batch_task_max_ms": batches[0].get("tasks", {}).get("max_ms"),
-            "task_max_ms_median": {k: median(v) for k, v in task_phases.items()},
-            "written": report.written, "load_avg_1m": round(os.getloadavg()[0], 2)}
 
 
 # --- the hand-written loop (bench/streaming_loop.py) -----------------------------------------

@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -28,6 +27,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the bench's sibling modules
 
 import streaming as bench
+from streaming_replay import replay
 from streaming_support import PARTITIONS, drop_topics, job_config, new_topic, output_topics, produce, settle
 
 from jobs.common.stack import SNAPSHOT_THREAD
@@ -45,31 +45,27 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {name: {"loop": [], "job": []} for name in SETTINGS}
-    with tempfile.TemporaryDirectory(prefix="kappa-bench-nice-") as folder:
-        cfg = bench._config(bench._parse(["--records", str(args.records)]), Path(folder))
-        with bench._embedded_stack(cfg, start=True):
-            props = cfg.kafka.client_config()
-            source = new_topic(props, PARTITIONS)
-            produce(props, source, args.records, seed=1)
-            warm = new_topic(props, PARTITIONS)
-            produce(props, warm, args.warmup, seed=2)
-            settle()
-            warm_cfg = job_config(cfg, warm)
-            bench._replay(warm_cfg, 100_000)  # untimed: JVM start, JIT, Python workers
-            drop_topics(props, [warm, *output_topics(warm_cfg)])
-            for round_index in range(args.repeats):
-                names = list(SETTINGS) if round_index % 2 == 0 else list(reversed(SETTINGS))
-                for name in names:
-                    _set_broker_nice(*SETTINGS[name])
-                    settle()
-                    outputs = [new_topic(props, PARTITIONS), new_topic(props, 1)]
-                    runs[name]["loop"].append(bench._loop(cfg, source, args.records, outputs))
-                    drop_topics(props, outputs)
-                    settle()
-                    job_cfg = job_config(cfg, source)
-                    runs[name]["job"].append(bench._replay(job_cfg, 100_000))
-                    drop_topics(props, output_topics(job_cfg))
-            _set_broker_nice(*SETTINGS["snapshot_19_others_0"])
+    with bench.private_source(args.records, "kappa-bench-nice-") as (cfg, source):
+        props = cfg.kafka.client_config()
+        warm = new_topic(props, PARTITIONS)
+        produce(props, warm, args.warmup, seed=2)
+        settle()
+        warm_cfg = job_config(cfg, warm)
+        replay(warm_cfg, 100_000)  # untimed: JVM start, JIT, Python workers
+        drop_topics(props, [warm, *output_topics(warm_cfg)])
+        for round_index in range(args.repeats):
+            names = list(SETTINGS) if round_index % 2 == 0 else list(reversed(SETTINGS))
+            for name in names:
+                _set_broker_nice(*SETTINGS[name])
+                settle()
+                outputs = [new_topic(props, PARTITIONS), new_topic(props, 1)]
+                runs[name]["loop"].append(bench._loop(cfg, source, args.records, outputs))
+                drop_topics(props, outputs)
+                settle()
+                job_cfg = job_config(cfg, source)
+                runs[name]["job"].append(replay(job_cfg, 100_000))
+                drop_topics(props, output_topics(job_cfg))
+        _set_broker_nice(*SETTINGS["snapshot_19_others_0"])
     result = {"benchmark": "streaming_broker_nice", "records": args.records, "repeats": args.repeats,
               "settings": {name: _summary(r["loop"], r["job"]) for name, r in runs.items()}}
     print(json.dumps(result, indent=2))

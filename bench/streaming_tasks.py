@@ -27,7 +27,6 @@ import multiprocessing as mp
 import os
 import resource
 import sys
-import tempfile
 import time
 from functools import partial
 from pathlib import Path
@@ -38,7 +37,7 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the bench's sibling modules
 
 import streaming as bench
-from streaming_support import PARTITIONS, drop_topics, new_topic, produce, settle, with_cpu
+from streaming_support import PARTITIONS, drop_topics, new_topic, settle, with_cpu
 
 from jobs.common.config import KappaConfig
 from jobs.common.kafka.adapter import read_options
@@ -58,20 +57,16 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     result: dict[str, Any] = {"benchmark": "streaming_tasks", "records": args.records,
                               "per_batch": PER_BATCH, "partitions": PARTITIONS}
-    with tempfile.TemporaryDirectory(prefix="kappa-bench-tasks-") as folder:
-        cfg = bench._config(bench._parse(["--records", str(args.records)]), Path(folder))
-        with bench._embedded_stack(cfg, start=True):
-            props = cfg.kafka.client_config()
-            source = new_topic(props, PARTITIONS)
-            produce(props, source, args.records, seed=1)
-            settle()
-            for mode in args.modes.split(","):
-                outputs = [new_topic(props, PARTITIONS), new_topic(props, 1)]
-                run = (partial(bench._loop, cfg, source, args.records, outputs) if mode == "loop"
-                       else partial(_tasks, cfg, source, args.records, outputs,
-                                    processes=2 if mode == "tasks2" else 1))
-                result[mode] = with_cpu(run)
-                drop_topics(props, outputs)
+    with bench.private_source(args.records, "kappa-bench-tasks-") as (cfg, source):
+        props = cfg.kafka.client_config()
+        settle()
+        for mode in args.modes.split(","):
+            outputs = [new_topic(props, PARTITIONS), new_topic(props, 1)]
+            run = (partial(bench._loop, cfg, source, args.records, outputs) if mode == "loop"
+                   else partial(_tasks, cfg, source, args.records, outputs,
+                                processes=2 if mode == "tasks2" else 1))
+            result[mode] = with_cpu(run)
+            drop_topics(props, outputs)
     print(json.dumps(result, indent=2))
     return 0
 
