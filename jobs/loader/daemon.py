@@ -14,7 +14,8 @@ import os
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 
 import great_expectations  # noqa: F401  (inherited by the forked workers)
-from pyspark import daemon
+
+from jobs.common.worker_daemon import serve
 
 if __name__ == "__main__":
-    daemon.manager()
+    serve()  # frozen out of the workers' garbage collections, then forked

@@ -17,12 +17,17 @@ carries across ``fork()`` with its own ``pthread_atfork`` handlers. The loader's
 (jobs/loader/daemon.py) has forked workers after importing the same libraries (through Great
 Expectations) since issue 15, and the streaming tests (end to end, three kill -9s, the
 standalone cluster) run with this one.
+
+Before the forks the imported objects are frozen out of the workers' garbage collections
+(jobs/common/worker_daemon.py).
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+
+from jobs.common.worker_daemon import serve
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
@@ -54,6 +59,4 @@ def preload(names: tuple[str, ...] = PRELOAD) -> list[str]:
 
 if __name__ == "__main__":
     preload()
-    from pyspark import daemon
-
-    daemon.manager()
+    serve()

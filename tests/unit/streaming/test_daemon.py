@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 
@@ -45,3 +46,18 @@ def test_only_a_checkpoint_on_a_local_disk_goes_without_checksum_files() -> None
     for root in ("hdfs://nn:8020/checkpoints", "s3a://bucket/checkpoints"):
         conf = job_spark_conf(load_config("test", environ={"KAPPA_LAKE__CHECKPOINT_ROOT": root}))
         assert not RAW_LOCAL.keys() & conf.keys(), root
+
+
+def test_the_daemon_freezes_what_it_imported_before_it_forks_a_worker() -> None:
+    from jobs.common.worker_daemon import serve
+
+    seen: list[int] = []
+    imported = [[] for _ in range(1000)]  # objects the collector tracks, held by the "daemon"
+    assert gc.get_freeze_count() == 0
+    try:
+        serve(manager=lambda: seen.append(gc.get_freeze_count()))
+    finally:
+        gc.unfreeze()
+    assert len(seen) == 1 and seen[0] >= len(imported)
+    assert gc.get_freeze_count() == 0
+
