@@ -2,7 +2,9 @@
 
 Starts a private embedded Kafka and Redis (or uses ``--bootstrap``/``--redis-port``), produces
 ``--records`` generated RSVPs (the end-to-end tests' fault mix: late, out-of-order, duplicate and
-malformed lines) round-robin to a 3-partition topic, then measures, in one run on the same topic:
+malformed lines) round-robin to a 3-partition topic, batched and lz4-compressed as the collector
+writes rsvps.raw (``--input-codec``; uncompressed before the seventh 2026-11-24 session), then
+measures, in one run on the same topic:
 
 * ``loop``: one process, one confluent-kafka consumer on the three partitions, calling per
   record the same plain-Python functions as the job's tasks (typed validation with exact
@@ -124,7 +126,7 @@ def run(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
     load: dict[str, Any] = {"start": load_avg()}
     props = cfg.kafka.client_config()
     source = new_topic(props, PARTITIONS)
-    produce_s = produce(props, source, args.records, seed=1)
+    produce_s = produce(props, source, args.records, seed=1, codec=args.input_codec)
     result: dict[str, Any] = {
         "benchmark": "streaming", "records": args.records, "per_trigger": args.per_trigger,
         "partitions": PARTITIONS, "spark_master": cfg.spark.master,
@@ -134,13 +136,13 @@ def run(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
         "read_in_tasks": cfg.streaming.read_in_tasks,
         "prefetch_ranges": cfg.streaming.prefetch_ranges,
         "broker": "embedded noida-db" if cfg.kafka.embedded else cfg.kafka.bootstrap_servers,
-        "produce_s": round(produce_s, 2)}
+        "input_codec": args.input_codec, "produce_s": round(produce_s, 2)}
     rss = RssSampler()
     rss.start()
     try:
         loops = []
         warm = new_topic(props, PARTITIONS)
-        produce(props, warm, args.warmup, seed=2)
+        produce(props, warm, args.warmup, seed=2, codec=args.input_codec)
         result["broker_settle_after_produce_s"] = settle()
         began = time.monotonic()
         warm_cfg = job_config(cfg, warm)
@@ -267,6 +269,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--records-through-jvm", action="store_true",
                         help="streaming.read_in_tasks=false: the source reads the records, which "
                              "cross into the JVM and back to the tasks (the job before 2026-11-24)")
+    parser.add_argument("--input-codec", default="lz4", choices=("lz4", "zstd", "gzip", "snappy", "none"),
+                        help="compression.type of the input topic's producer (default: the collector's)")
     parser.add_argument("--shuffle-partitions", type=int, help="override spark.shuffle_partitions")
     parser.add_argument("--bootstrap", help="an existing Kafka (default: embedded Kafka and Redis)")
     parser.add_argument("--redis-port", type=int, default=6379, help="with --bootstrap")

@@ -13,9 +13,6 @@ shuffle: docs/streaming.md ("One pass per batch") has the measurements behind th
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import functools
 import json
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -28,6 +25,7 @@ from jobs.common.kafka.consumer import read_ranges
 from jobs.common.kafka.offsets import OffsetRange
 from jobs.common.kafka.options import parse_source_options
 from jobs.common.kafka.sink import TaskProducer
+from jobs.common.memory import release_memory
 from jobs.streaming.aggregates import INCREMENT_SCHEMA, MEMBERS_ADDED, Windows, increment_arrow_schema
 from jobs.streaming.records import (
     Increments,
@@ -142,30 +140,6 @@ class PhaseClock:
         label = self.laps | {"task": int((self.last - self.began) * 1000)}
         return {"kind": TASK_KIND, "window_start": 0, "item": "", "n": 0, "no": 0, "guests": 0,
                 "label": json.dumps(label)}
-
-
-def release_memory() -> None:
-    """Hand the memory a task freed back to the OS.
-
-    Spark keeps a Python worker for its next task, and without this the worker keeps its high-water
-    mark: glibc keeps freed pages in its arenas and Arrow's allocator keeps its pool. A task that
-    read a whole partition (the embedded broker's answer to one fetch) would hold that size until
-    the worker is closed. Measured in docs/benchmarks.md ("Streaming job").
-    """
-    pa.default_memory_pool().release_unused()
-    libc = _libc()
-    if libc is not None:
-        libc.malloc_trim(0)
-
-
-@functools.cache
-def _libc() -> Any:
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name) if name else None
-    except OSError:
-        return None
-    return libc if libc is not None and hasattr(libc, "malloc_trim") else None  # glibc only
 
 
 def _add_members(plan: TaskPlan, increments: Increments) -> list[dict[str, Any]]:

@@ -23,6 +23,7 @@ from jobs.common.kafka.options import SourceOptions
 from jobs.common.kafka.pool import ConsumerPool, Lease, pool_key
 from jobs.common.kafka.range_reader import MAX_BATCH_ROWS, RangeReader
 from jobs.common.kafka.spill import FetchSpill, fetch_spill, spill_key, spill_surplus
+from jobs.common.memory import release_memory
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +78,8 @@ def read_ranges(ranges: Sequence[OffsetRange], options: SourceOptions, *, spill:
                     current.abandon()
                     raise
             yield from current.read()
+            if current.fetched:
+                release_memory()  # one fetch held at a time (jobs/common/memory.py)
     finally:
         if opened is not None:
             opened.abandon()
@@ -93,6 +96,11 @@ class _Opened:
         self.spilled, self.skey, self.lease = spilled, skey, lease
         self.reader = RangeReader(lease, rng, options) if lease is not None else None
         self.pending = self.reader.position() if self.reader is not None else []
+
+    @property
+    def fetched(self) -> bool:
+        """Whether the range was read from Kafka (not only from the spill)."""
+        return self.reader is not None
 
     def read(self) -> Iterator[pa.RecordBatch]:
         """The range's records: the spilled ones, then the consumer's; the lease goes back."""

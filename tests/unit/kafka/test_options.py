@@ -114,6 +114,9 @@ def test_client_defaults_can_be_overridden_but_not_the_safety_settings():
     producer = producer_config({"bootstrap.servers": "h:1", "linger.ms": "50"})
     assert producer["enable.idempotence"] == "true" and producer["acks"] == "all"
     assert producer["linger.ms"] == "50" and producer["delivery.report.only.error"] is True
+    assert producer["compression.type"] == "lz4"  # as the collector writes rsvps.raw
+    assert producer_config({"bootstrap.servers": "h:1", "compression.type": "zstd"})[
+        "compression.type"] == "zstd"
 
 
 def test_admin_clients_keep_connection_and_security_properties_only():
