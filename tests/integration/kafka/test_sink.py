@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import time
 
@@ -93,7 +94,8 @@ def test_streaming_source_to_sink_round_trip(spark, cfg, kafka_props, topic_fact
 def test_a_delivery_failure_fails_the_batch(spark, cfg, admin, topic_factory, checkpoint):
     topic = f"small.{topic_factory()}"
     admin.create_topics([NewTopic(topic, 1, 1, config={"max.message.bytes": "2000"})])[topic].result(15)
-    df = (spark.createDataFrame([("ok", b"x" * 10), ("big", b"x" * 5000)], "key string, value binary")
+    # random bytes: the sink compresses (lz4), and 5,000 repeated bytes would fit in 2,000
+    df = (spark.createDataFrame([("ok", b"x" * 10), ("big", os.urandom(5000))], "key string, value binary")
           .coalesce(1))  # one task writes both rows; the broker may refuse their whole batch
     with pytest.raises(PySparkException) as info:
         write_kafka(df, cfg, topic=topic)
@@ -103,7 +105,9 @@ def test_a_delivery_failure_fails_the_batch(spark, cfg, admin, topic_factory, ch
 
     stream = (spark.readStream.format("rate").option("rowsPerSecond", 5).load()
               .select(F.col("value").cast("string").alias("key"),
-                      F.expr("repeat('x', 5000)").alias("value")))
+                      # 80 SHA-256 hex digests: 5,120 bytes that lz4 cannot bring under 2,000
+                      F.expr("concat_ws('', transform(sequence(1, 80), "
+                             "i -> sha2(cast(value * 100 + i as string), 256)))").alias("value")))
     query = write_kafka(stream, cfg, topic=topic, checkpoint=checkpoint)
     try:
         with pytest.raises(StreamingQueryException, match="failed delivery to Kafka"):
