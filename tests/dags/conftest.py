@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -12,6 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 DAGS = REPO / "dags"
 # Airflow reads its config when first imported: point it at a private home before that.
 os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="kappa-dagtests-")  # dag.test() writes its DB there
+atexit.register(shutil.rmtree, os.environ["AIRFLOW_HOME"], ignore_errors=True)
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(DAGS)
 HEAVY = ("pyspark", "confluent_kafka", "redis", "deltalake", "great_expectations")

@@ -8,8 +8,10 @@ process behind. Slow: Airflow starts in 20-40 s on two cores.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,8 +35,10 @@ AIRFLOW_ENV = {"KAPPA_AIRFLOW__PORT": "0", "KAPPA_AIRFLOW__START_TIMEOUT_S": "30
 # The backfill test's own source topic and lake (the session's rsvps.raw and lake are shared with
 # other tests): set for `kappa airflow up`, whose task processes inherit every KAPPA_* variable.
 BACKFILL_TOPIC = f"raw.backfill-{uuid.uuid4().hex[:8]}"
+BACKFILL_LAKE = tempfile.mkdtemp(prefix="kappa-backfill-lake-")
+atexit.register(shutil.rmtree, BACKFILL_LAKE, ignore_errors=True)
 BACKFILL_ENV = {"KAPPA_STREAMING__SOURCE_TOPIC": BACKFILL_TOPIC,
-                "KAPPA_LAKE__ROOT": tempfile.mkdtemp(prefix="kappa-backfill-lake-"),
+                "KAPPA_LAKE__ROOT": BACKFILL_LAKE,
                 "KAPPA_LOADER__TABLES": json.dumps({"bronze.rsvps_raw": {
                     "topic": BACKFILL_TOPIC, "quality_policy": "quarantine"}})}
 
