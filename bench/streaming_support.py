@@ -14,7 +14,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from jobs.collector.generator import FaultMix, RsvpGenerator
-from jobs.collector.producer import PRODUCER_DEFAULTS as COLLECTOR_PRODUCER
+from jobs.collector.producer import producer_config as collector_producer_config
 from jobs.common.config import KappaConfig
 
 PARTITIONS = 3
@@ -218,8 +218,8 @@ def produce(props: dict[str, str], topic: str, records: int, seed: int, start: i
     """Produce ``records`` generated RSVPs; the producer batches and compresses as the collector's
     (jobs/collector/producer.py), which writes the platform's rsvps.raw, unless ``codec`` says."""
     start_ms = start if start is not None else int(time.time() * 1000) - records * 20
-    producer = Producer({**props, **COLLECTOR_PRODUCER, "enable.idempotence": True, "acks": "all",
-                         "compression.type": codec, "queue.buffering.max.messages": 1_000_000})
+    producer = Producer({**collector_producer_config(props), "compression.type": codec,
+                         "queue.buffering.max.messages": 1_000_000})
     generated = RsvpGenerator(seed=seed, faults=FAULTS, start_ms=start_ms).generate(records)
     began = time.monotonic()
     for index, item in enumerate(generated):
