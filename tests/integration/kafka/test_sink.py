@@ -91,6 +91,15 @@ def test_streaming_source_to_sink_round_trip(spark, cfg, kafka_props, topic_fact
         [(r.partition, r.key, r.value.upper(), None) for r in records], key=repr)
 
 
+def test_the_sink_compresses_a_record_past_a_topic_limit_its_raw_size_would_break(
+        spark, cfg, admin, kafka_props, topic_factory):
+    """lz4 by default (as the collector): 5,000 repeated bytes go into a 2,000-byte topic."""
+    topic = f"small.{topic_factory()}"
+    admin.create_topics([NewTopic(topic, 1, 1, config={"max.message.bytes": "2000"})])[topic].result(15)
+    write_kafka(spark.createDataFrame([("big", b"x" * 5000)], "key string, value binary"), cfg, topic=topic)
+    assert consume_all(kafka_props, topic, 1, partitions=1) == [(0, b"big", b"x" * 5000, None)]
+
+
 def test_a_delivery_failure_fails_the_batch(spark, cfg, admin, topic_factory, checkpoint):
     topic = f"small.{topic_factory()}"
     admin.create_topics([NewTopic(topic, 1, 1, config={"max.message.bytes": "2000"})])[topic].result(15)
