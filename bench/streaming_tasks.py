@@ -22,12 +22,14 @@ Prints one JSON object. Never run as a timed test.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import multiprocessing as mp
 import os
 import resource
 import sys
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -43,7 +45,10 @@ from jobs.common.config import KappaConfig
 from jobs.common.kafka.adapter import read_options
 from jobs.common.kafka.offsets import OffsetRange, group_ranges
 from jobs.streaming.batch import rules_from, windows_from
-from jobs.streaming.task import TaskPlan, batch_task
+from jobs.streaming.task import RANGE_COLUMNS, TaskPlan, batch_task
+
+RANGES_ARROW = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("startOffset", pa.int64()),
+                          ("endOffset", pa.int64()), ("continued", pa.bool_())])
 
 PER_BATCH = 100_000
 
@@ -53,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=300_000)
     parser.add_argument("--modes", default="loop,task,tasks2")
+    parser.add_argument("--profile", metavar="PREFIX",
+                        help="cProfile every task process; stats to PREFIX-<mode>-<index>.prof")
     args = parser.parse_args(argv)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     result: dict[str, Any] = {"benchmark": "streaming_tasks", "records": args.records,
@@ -64,23 +71,25 @@ def main(argv: list[str] | None = None) -> int:
             outputs = [new_topic(props, PARTITIONS), new_topic(props, 1)]
             run = (partial(bench._loop, cfg, source, args.records, outputs) if mode == "loop"
                    else partial(_tasks, cfg, source, args.records, outputs,
-                                processes=2 if mode == "tasks2" else 1))
+                                processes=2 if mode == "tasks2" else 1,
+                                profile=f"{args.profile}-{mode}" if args.profile else None))
             result[mode] = with_cpu(run)
             drop_topics(props, outputs)
     print(json.dumps(result, indent=2))
     return 0
 
 
-def _tasks(cfg: KappaConfig, source: str, records: int, outputs: list[str], processes: int
-           ) -> dict[str, Any]:
+def _tasks(cfg: KappaConfig, source: str, records: int, outputs: list[str], processes: int,
+           profile: str | None = None) -> dict[str, Any]:
     """Every batch through the task function, in this process or in forked ones."""
     began = time.monotonic()
     # always in forked processes: a parent holding librdkafka clients (with their threads) from an
     # earlier mode would hand its children clients without threads
     ctx = mp.get_context("fork")
     queue = ctx.Queue()
-    children = [ctx.Process(target=lambda i=i: queue.put(
-        _task_process(cfg, source, records, outputs, i, processes))) for i in range(processes)]
+    children = [ctx.Process(target=lambda i=i: queue.put(_profiled(
+        partial(_task_process, cfg, source, records, outputs, i, processes),
+        f"{profile}-{i}.prof" if profile else None))) for i in range(processes)]
     for child in children:
         child.start()
     runs = [queue.get() for _ in children]
@@ -106,17 +115,28 @@ def _task_process(cfg: KappaConfig, source: str, records: int, outputs: list[str
         end = min(each, start + PER_BATCH // PARTITIONS)
         ranges = [OffsetRange(source, p, start, end) for p in range(PARTITIONS)]
         groups_of_batch = group_ranges(ranges, groups)
-        mine = groups_of_batch[index].ranges if index < len(groups_of_batch) else ()
-        rows = pa.RecordBatch.from_pydict({
-            "topic": [r.topic for r in mine], "partition": [r.partition for r in mine],
-            "startOffset": [r.start for r in mine], "endOffset": [r.end for r in mine]})
+        mine = groups_of_batch[index].rows() if index < len(groups_of_batch) else []
+        rows = pa.RecordBatch.from_pylist([dict(zip(RANGE_COLUMNS, row, strict=True)) for row in mine],
+                                          schema=RANGES_ARROW)
         wall, cpu = time.monotonic(), _cpu()
         output = list(batch_task(plan)(iter([rows])))
-        batches.append({"records": sum(r.size for r in mine), "wall_s": round(time.monotonic() - wall, 2),
+        batches.append({"records": sum(end - start for _, _, start, end, _ in mine),
+                        "wall_s": round(time.monotonic() - wall, 2),
                         "cpu_s": round(_cpu() - cpu, 2),
                         "output_rows": sum(b.num_rows for b in output)})
         start = end
     return {"index": index, "batches": batches}
+
+
+def _profiled(run: Callable[[], dict[str, Any]], path: str | None) -> dict[str, Any]:
+    """``run()``, under cProfile when ``path`` is given (its stats written there)."""
+    if path is None:
+        return run()
+    profiler = cProfile.Profile()
+    try:
+        return profiler.runcall(run)
+    finally:
+        profiler.dump_stats(path)
 
 
 def _cpu() -> float:

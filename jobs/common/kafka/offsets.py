@@ -115,8 +115,11 @@ def rate_limit(limit: int, begin: Mapping[TopicPartitionKey, int],
                until: Mapping[TopicPartitionKey, int]) -> Offsets:
     """Spread at most ``limit`` records over the partitions in proportion to their backlog.
 
-    Same rule as KafkaMicroBatchStream.rateLimit: a partition's share is floored, but a share
-    below one record is rounded up so small partitions are not starved.
+    As KafkaMicroBatchStream.rateLimit, a partition's share is floored, but a share below one
+    record is rounded up so small partitions are not starved. Unlike it, the records the floors
+    leave over go one each to the partitions with the largest remainders, so a trigger reads the
+    whole limit: 100,000 over three equal backlogs is 33,334 + 33,333 + 33,333, not 99,999,
+    which would leave 3 records to a micro-batch of their own at the end of a replay.
 
     Args:
         limit: maxOffsetsPerTrigger.
@@ -127,15 +130,16 @@ def rate_limit(limit: int, begin: Mapping[TopicPartitionKey, int],
     total = sum(sizes.values())
     if total < 1:
         return dict(until)
-    limited: Offsets = {}
-    for tp, end in until.items():
-        if tp not in sizes:
-            limited[tp] = end
-            continue
-        share = limit * (sizes[tp] / total)
-        records = math.ceil(share) if share < 1 else math.floor(share)
-        limited[tp] = min(end, begin[tp] + records)
-    return limited
+    if total <= limit:
+        return dict(until)
+    shares = {tp: limit * (size / total) for tp, size in sizes.items()}
+    records = {tp: math.ceil(share) if share < 1 else math.floor(share) for tp, share in shares.items()}
+    left = limit - sum(records.values())
+    by_remainder = sorted((tp for tp in sizes if records[tp] < sizes[tp]),
+                          key=lambda tp: shares[tp] - records[tp], reverse=True)
+    for tp in by_remainder[:max(left, 0)]:
+        records[tp] += 1
+    return {tp: begin[tp] + min(sizes[tp], records[tp]) if tp in sizes else end for tp, end in until.items()}
 
 
 def plan_ranges(start: Mapping[TopicPartitionKey, int], end: Mapping[TopicPartitionKey, int],

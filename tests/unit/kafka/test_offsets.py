@@ -33,6 +33,17 @@ def test_rate_limit_is_proportional_and_never_starves_small_partitions():
     assert rate_limit(100, begin, until) == {("t", 0): 90, ("t", 1): 109, ("t", 2): 51}
 
 
+def test_rate_limit_reads_the_whole_limit_giving_what_floors_leave_to_the_largest_remainders():
+    begin = {("t", 0): 0, ("t", 1): 0, ("t", 2): 0}
+    until = {("t", 0): 100_000, ("t", 1): 100_000, ("t", 2): 100_000}
+    # shares 33,333.33 each: floors leave 1 record over, to the first of the equal remainders
+    assert rate_limit(100_000, begin, until) == {("t", 0): 33_334, ("t", 1): 33_333, ("t", 2): 33_333}
+    until = {("t", 0): 10, ("t", 1): 20, ("t", 2): 30}
+    # backlogs 10 / 20 / 30 of 60, limit 7: shares 1.17 / 2.33 / 3.5 -> 1 / 2 / 3, one left over,
+    # to partition 2 (remainder 0.5 against 0.33 and 0.17)
+    assert rate_limit(7, begin, until) == {("t", 0): 1, ("t", 1): 2, ("t", 2): 4}
+
+
 def test_rate_limit_without_backlog_returns_latest():
     assert rate_limit(10, {("t", 0): 5}, {("t", 0): 5, ("t", 1): 3}) == {("t", 0): 5, ("t", 1): 3}
 
