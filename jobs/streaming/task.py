@@ -25,7 +25,7 @@ from jobs.common.kafka.consumer import read_ranges
 from jobs.common.kafka.offsets import OffsetRange
 from jobs.common.kafka.options import parse_source_options
 from jobs.common.kafka.sink import TaskProducer
-from jobs.common.memory import release_memory
+from jobs.common.memory import gc_paused, release_memory
 from jobs.streaming.aggregates import INCREMENT_SCHEMA, MEMBERS_ADDED, Windows, increment_arrow_schema
 from jobs.streaming.records import (
     Increments,
@@ -83,28 +83,29 @@ def batch_task(plan: TaskPlan) -> Callable[[Iterator[pa.RecordBatch]], Iterator[
         producer = TaskProducer(plan.kafka, plan.flush_timeout_ms) if plan.produces else None
         increments = Increments(plan.windows) if plan.count else None
         stats: dict[tuple[str, int, bool], list[Any]] = {}
-        try:
-            records = task_records(batches, plan.source)
-            while (batch := next(records, None)) is not None:
+        with gc_paused():
+            try:
+                records = task_records(batches, plan.source)
+                while (batch := next(records, None)) is not None:
+                    clock.lap("read")
+                    _one_batch(batch, plan, producer, increments, stats)
+                    clock.lap("process")
                 clock.lap("read")
-                _one_batch(batch, plan, producer, increments, stats)
-                clock.lap("process")
-            clock.lap("read")
-            # the HyperLogLog adds (idempotent) while librdkafka still delivers the outputs
-            rows = _add_members(plan, increments) if increments is not None and plan.redis else []
-            clock.lap("members")
-        except BaseException:
+                # the HyperLogLog adds (idempotent) while librdkafka still delivers the outputs
+                rows = _add_members(plan, increments) if increments is not None and plan.redis else []
+                clock.lap("members")
+            except BaseException:
+                if producer is not None:
+                    producer.discard()
+                raise
             if producer is not None:
-                producer.discard()
-            raise
-        if producer is not None:
-            producer.finish()
-        clock.lap("flush")
-        rows += increments.rows() if increments is not None else []
-        rows += [_stats_row(key, value) for key, value in stats.items()]
-        output = pa.RecordBatch.from_pylist(rows, schema=increment_arrow_schema()) if rows else None
-        del rows, increments, stats
-        clock.lap("output")
+                producer.finish()
+            clock.lap("flush")
+            rows += increments.rows() if increments is not None else []
+            rows += [_stats_row(key, value) for key, value in stats.items()]
+            output = pa.RecordBatch.from_pylist(rows, schema=increment_arrow_schema()) if rows else None
+            del rows, increments, stats
+            clock.lap("output")
         release_memory()
         clock.lap("trim")
         if output is not None:
