@@ -159,6 +159,8 @@ class RssSampler:
                      "driver_python_and_bench": 0, "total": 0, "jvm_and_python_workers_pss": 0,
                      "python_workers_pss": 0}
         self.workers_peak = 0
+        self.at_peak: list[tuple[str, int]] = []
+        """Each process's RSS (MiB) in the sample where JVM + workers peaked, largest first."""
         self.cpu_s = 0.0
         """CPU seconds the sampling thread has used (subtracted from the runs' CPU by with_cpu)."""
         self._stop = threading.Event()
@@ -177,18 +179,25 @@ class RssSampler:
         while not self._stop.is_set():
             try:
                 jvm = workers = jvm_pss = workers_pss = 0
+                parts: list[tuple[str, int]] = []
                 for child in self.me.children():
                     if child.name() != "java":
                         continue
                     jvm += child.memory_info().rss
                     jvm_pss += _pss(child)
+                    parts.append(("jvm", child.memory_info().rss))
                     for sub in child.children(recursive=True):
                         try:
-                            workers += sub.memory_info().rss
+                            rss = sub.memory_info().rss
+                            workers += rss
                             workers_pss += _pss(sub)
+                            parts.append((_worker_role(sub), rss))
                         except psutil.NoSuchProcess:
                             pass
                 tree = jvm + workers
+                if tree > self.peak["jvm_and_python_workers"]:
+                    self.at_peak = sorted(((name, round(rss / 2**20)) for name, rss in parts),
+                                          key=lambda part: -part[1])
                 mine = self.me.memory_info().rss
                 for name, value in (("jvm_and_python_workers", tree), ("jvm", jvm),
                                     ("python_workers", workers), ("driver_python_and_bench", mine),
@@ -200,9 +209,21 @@ class RssSampler:
             self.cpu_s = time.thread_time()
             time.sleep(0.2)
 
-    def peaks(self) -> dict[str, int]:
+    def peaks(self) -> dict[str, Any]:
         """Peak MiB per group."""
-        return {name: round(value / 2**20) for name, value in self.peak.items()}
+        return ({name: round(value / 2**20) for name, value in self.peak.items()}
+                | {"at_peak_by_process": [f"{name} {mb}" for name, mb in self.at_peak]})
+
+
+def _worker_role(process: psutil.Process) -> str:
+    """What a JVM descendant is: a Python worker or daemon by its module, else its name."""
+    try:
+        cmd = process.cmdline()
+    except psutil.Error:
+        return process.name()
+    if "-m" in cmd and cmd.index("-m") + 1 < len(cmd):
+        return cmd[cmd.index("-m") + 1].rsplit(".", 1)[-1]
+    return process.name()
 
 
 def _pss(process: psutil.Process) -> int:

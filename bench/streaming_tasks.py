@@ -125,7 +125,8 @@ def _task_process(cfg: KappaConfig, source: str, records: int, outputs: list[str
                         "cpu_s": round(_cpu() - cpu, 2),
                         "output_rows": sum(b.num_rows for b in output)})
         start = end
-    return {"index": index, "batches": batches}
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    return {"index": index, "batches": batches, "peak_rss_mb": peak_mb}
 
 
 def _profiled(run: Callable[[], dict[str, Any]], path: str | None) -> dict[str, Any]:

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import json
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from jobs.common.kafka.consumer import read_ranges
 from jobs.common.kafka.offsets import OffsetRange
@@ -190,35 +193,86 @@ def kafka_millis(batch: pa.RecordBatch) -> list[int | None]:
 
 def _one_batch(batch: pa.RecordBatch, plan: TaskPlan, producer: TaskProducer | None,
                increments: Increments | None, stats: dict[tuple[str, int, bool], list[Any]]) -> None:
-    rules, watermark, fence = plan.rules, plan.watermark_ms, plan.fence
-    columns = zip(batch.column("key").to_pylist(), batch.column("value").to_pylist(),
-                  batch.column("topic").to_pylist(), batch.column("partition").to_pylist(),
-                  batch.column("offset").to_pylist(), kafka_millis(batch), strict=True)
-    for key, value, topic, partition, offset, kafka_ms in columns:
-        applicable = offset >= fence.get((topic, partition), 0)
-        st = stats.get((topic, partition, applicable))
-        if st is None:
-            st = stats[(topic, partition, applicable)] = [0, 0, 0, 0, offset, offset, None]
-        st[0] += 1
-        st[4], st[5] = min(st[4], offset), max(st[5], offset)
+    """Validate, produce and count one source batch, a run of one topic-partition at a time.
+
+    A batch the task reads itself holds one topic-partition in offset order; one from Spark's
+    own Kafka source may not. Each (topic, partition) run in offset order is cut where its
+    offsets reach the partition's fence: the records before are not applicable (already applied
+    to Redis by an earlier attempt), the ones from there on are. The record loop
+    (:func:`_records`) then carries no per-record bookkeeping of topic, partition or fence.
+    """
+    if not batch.num_rows:
+        return
+    keys, values = batch.column("key").to_pylist(), batch.column("value").to_pylist()
+    offsets, millis = batch.column("offset").to_pylist(), kafka_millis(batch)
+    for (topic, partition), order in _partition_runs(batch, offsets):
+        keys_, values_, millis_ = ((keys, values, millis) if order is None
+                                   else ([column[i] for i in order] for column in (keys, values, millis)))
+        offsets_: list[int] = offsets if order is None else [offsets[i] for i in order]
+        cut = bisect_left(offsets_, plan.fence.get((topic, partition), 0))
+        for lo, hi, applicable in ((0, cut, False), (cut, len(offsets_), True)):
+            if lo >= hi:
+                continue
+            valid, dlq, late, max_event = _records(
+                zip(keys_[lo:hi], values_[lo:hi], offsets_[lo:hi], millis_[lo:hi], strict=True),
+                topic, partition, plan, producer=producer, increments=increments if applicable else None)
+            st = stats.get((topic, partition, applicable))
+            if st is None:
+                st = stats[(topic, partition, applicable)] = [0, 0, 0, 0, offsets_[lo], offsets_[lo], None]
+            st[0] += hi - lo
+            st[1] += valid
+            st[2] += dlq
+            st[3] += late
+            st[4], st[5] = min(st[4], offsets_[lo]), max(st[5], offsets_[hi - 1])
+            if max_event is not None and (st[6] is None or max_event > st[6]):
+                st[6] = max_event
+    if producer is not None:
+        producer.poll()
+
+
+def _partition_runs(batch: pa.RecordBatch, offsets: list[int]
+                    ) -> list[tuple[tuple[str, int], list[int] | None]]:
+    """The batch's (topic, partition) runs: each with its rows' order by offset (None: as they are)."""
+    topics, partitions = batch.column("topic"), batch.column("partition")
+    first = (topics[0].as_py(), partitions[0].as_py())
+    if (pc.all(pc.equal(topics, first[0])).as_py() and pc.all(pc.equal(partitions, first[1])).as_py()
+            and bool(np.all(np.diff(np.asarray(offsets)) > 0))):
+        return [(first, None)]
+    runs: dict[tuple[str, int], list[int]] = {}
+    for index, key in enumerate(zip(topics.to_pylist(), partitions.to_pylist(), strict=True)):
+        runs.setdefault(key, []).append(index)
+    return [(key, sorted(rows, key=offsets.__getitem__)) for key, rows in runs.items()]
+
+
+def _records(rows: Iterator[tuple[Any, Any, Any, Any]], topic: str, partition: int, plan: TaskPlan, *,
+             producer: TaskProducer | None, increments: Increments | None
+             ) -> tuple[int, int, int, int | None]:
+    """The record loop over rows of one topic-partition: (valid, dead-lettered, late, max event ms).
+
+    ``increments``: where the rows' summary counts go (None: the rows are not applicable).
+    """
+    rules, watermark = plan.rules, plan.watermark_ms
+    valid = dlq = late = 0
+    max_event: int | None = None
+    count = increments.add if increments is not None else None
+    for key, value, offset, kafka_ms in rows:
         rsvp, reason = parse(value, kafka_ms, rules)
         if reason is not None:
-            st[2] += 1
+            dlq += 1
             if producer is not None:
                 producer.produce(plan.dlq_topic, dead_letter_value(value), key, headers=dead_letter_headers(
                     reason, topic, partition, offset, len(value) if value is not None else 0))
             continue
         record = analyzed(rsvp, topic, partition, offset, kafka_ms, watermark_ms=watermark)
-        st[1] += 1
-        st[3] += record["late"]
-        if st[6] is None or rsvp.mtime > st[6]:
-            st[6] = rsvp.mtime
+        valid += 1
+        late += record["late"]
+        if max_event is None or rsvp.mtime > max_event:
+            max_event = rsvp.mtime
         if producer is not None:
             producer.produce(plan.analyzed_topic, analyzed_value(record), record["event_id"].encode())
-        if applicable and increments is not None:
-            increments.add(record)
-    if producer is not None:
-        producer.poll()
+        if count is not None:
+            count(record)
+    return valid, dlq, late, max_event
 
 
 def _stats_row(key: tuple[str, int, bool], st: list[Any]) -> dict[str, Any]:
