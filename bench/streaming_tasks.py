@@ -118,11 +118,11 @@ def _task_process(cfg: KappaConfig, source: str, records: int, outputs: list[str
         mine = groups_of_batch[index].rows() if index < len(groups_of_batch) else []
         rows = pa.RecordBatch.from_pylist([dict(zip(RANGE_COLUMNS, row, strict=True)) for row in mine],
                                           schema=RANGES_ARROW)
-        wall, cpu = time.monotonic(), _cpu()
+        wall, cpu, faults = time.monotonic(), _cpu(), _faults()
         output = list(batch_task(plan)(iter([rows])))
         batches.append({"records": sum(end - start for _, _, start, end, _ in mine),
                         "wall_s": round(time.monotonic() - wall, 2),
-                        "cpu_s": round(_cpu() - cpu, 2),
+                        "cpu_s": round(_cpu() - cpu, 2), "page_faults": _faults() - faults,
                         "output_rows": sum(b.num_rows for b in output)})
         start = end
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
@@ -138,6 +138,11 @@ def _profiled(run: Callable[[], dict[str, Any]], path: str | None) -> dict[str, 
         return profiler.runcall(run)
     finally:
         profiler.dump_stats(path)
+
+
+def _faults() -> int:
+    """Minor page faults of this process so far (fresh memory touched: after a release, every page)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def _cpu() -> float:
