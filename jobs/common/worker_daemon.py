@@ -10,12 +10,31 @@ Measured in a 300k replay of the streaming job: that post-task collection was 16
 workers' profile samples (docs/benchmarks.md, seventh session). ``gc.freeze()`` before the forks
 moves the preloaded objects to the collector's permanent generation: the workers' collections
 skip them, and still collect everything a task creates.
+
+Spark also puts its own ``pyspark.zip``, ``py4j-*-src.zip`` and ``spark-core_*.jar`` first on
+every Python worker's path. Python cannot cache bytecode for modules imported from a zip, and
+every fresh worker's first task calls ``importlib.invalidate_caches()`` (pyspark's
+``setup_spark_files``), which in Python 3.11 makes each zip importer read its whole archive's
+directory again (pyspark.zip: 2,576 files, one importer per package imported from it; the jar:
+5,854 files, no Python in them): 0.38 s per call in an idle worker of pyspark's daemon, 0.4-0.8 s
+in a worker during a replay (docs/benchmarks.md, eighth session). :func:`drop_spark_zips` takes
+off the daemon's path, before it imports anything, the zips that are the installed packages'
+own copies and the jars that hold no Python: the daemon and its workers import pyspark and py4j
+from the installation (bytecode cached) and hold no zip importer.
 """
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
+import importlib.machinery
+import importlib.metadata
+import os
+import re
+import sys
+import zipfile
+from collections.abc import Callable, MutableSequence
+
+_PY4J_ZIP = re.compile(r"py4j-(?P<version>[0-9][0-9a-zA-Z.]*)-src\.zip")
 
 
 def serve(manager: Callable[[], None] | None = None) -> None:
@@ -27,3 +46,52 @@ def serve(manager: Callable[[], None] | None = None) -> None:
     gc.collect()  # what is garbage now is not frozen with the rest
     gc.freeze()
     manager()
+
+
+def drop_spark_zips(path: MutableSequence[str] | None = None) -> list[str]:
+    """Take Spark's zips and jars off ``path`` (sys.path) where Python needs nothing from them.
+
+    A zip is dropped only when it is the installed package's own copy: ``pyspark.zip`` when it
+    lies inside the ``pyspark`` package the rest of the path imports (pip's pyspark ships it
+    there), ``py4j-X-src.zip`` when the installed py4j is version X. Otherwise (a Spark
+    distribution's zips with no pyspark installed, or another version installed) they stay as
+    Spark set them. A ``.jar`` is dropped when it holds no Python file. Returns the entries
+    removed; their cached importers are forgotten too.
+    """
+    entries = sys.path if path is None else path
+    removed = [entry for entry in list(entries) if _installed_copy(entry, entries)]
+    for entry in removed:
+        entries.remove(entry)
+    if path is None:
+        for key in [key for key in sys.path_importer_cache
+                    if any(key == entry or key.startswith(entry + os.sep) for entry in removed)]:
+            del sys.path_importer_cache[key]
+    return removed
+
+
+def _installed_copy(entry: str, entries: MutableSequence[str]) -> bool:
+    name = os.path.basename(entry)
+    if name.endswith(".jar"):
+        return _without_python(entry)
+    others = [other for other in entries if other != entry and not other.endswith(".zip")]
+    if name == "pyspark.zip":
+        spec = importlib.machinery.PathFinder.find_spec("pyspark", others)
+        if spec is None or spec.origin is None:
+            return False
+        package = os.path.dirname(os.path.realpath(spec.origin))
+        return os.path.realpath(entry).startswith(package + os.sep)
+    match = _PY4J_ZIP.fullmatch(name)
+    if match is None or importlib.machinery.PathFinder.find_spec("py4j", others) is None:
+        return False
+    try:
+        return importlib.metadata.version("py4j") == match["version"]
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
+def _without_python(jar: str) -> bool:
+    try:
+        with zipfile.ZipFile(jar) as archive:
+            return not any(member.endswith((".py", ".pyc")) for member in archive.namelist())
+    except (OSError, zipfile.BadZipFile):
+        return False  # not ours to judge: left where Spark put it

@@ -18,8 +18,9 @@ carries across ``fork()`` with its own ``pthread_atfork`` handlers. The loader's
 Expectations) since issue 15, and the streaming tests (end to end, three kill -9s, the
 standalone cluster) run with this one.
 
-Before the forks the imported objects are frozen out of the workers' garbage collections
-(jobs/common/worker_daemon.py).
+Before the imports Spark's own pyspark and py4j zips are taken off the path where they are the
+installed packages' copies, and before the forks the imported objects are frozen out of the
+workers' garbage collections (both in jobs/common/worker_daemon.py).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from __future__ import annotations
 import importlib
 import os
 
-from jobs.common.worker_daemon import serve
+from jobs.common.worker_daemon import drop_spark_zips, serve
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
@@ -58,5 +59,6 @@ def preload(names: tuple[str, ...] = PRELOAD) -> list[str]:
 
 
 if __name__ == "__main__":
+    drop_spark_zips()
     preload()
     serve()
