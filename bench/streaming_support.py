@@ -222,7 +222,8 @@ def _worker_role(process: psutil.Process) -> str:
     except psutil.Error:
         return process.name()
     if "-m" in cmd and cmd.index("-m") + 1 < len(cmd):
-        return cmd[cmd.index("-m") + 1].rsplit(".", 1)[-1]
+        module, rest = cmd[cmd.index("-m") + 1], cmd[cmd.index("-m") + 2:]
+        return module + (f" {rest[0].rsplit('.', 1)[-1]}" if rest else "")
     return process.name()
 
 
