@@ -22,7 +22,7 @@ from jobs.common.kafka.offsets import OffsetRange
 from jobs.common.kafka.options import SourceOptions
 from jobs.common.kafka.pool import ConsumerPool, Lease, pool_key
 from jobs.common.kafka.range_reader import MAX_BATCH_ROWS, RangeReader
-from jobs.common.kafka.spill import FetchSpill, fetch_spill, spill_key, spill_surplus
+from jobs.common.kafka.spill import CHUNK_ROWS, FetchSpill, fetch_spill, spill_key, spill_surplus
 from jobs.common.memory import release_memory
 
 logger = logging.getLogger(__name__)
@@ -118,7 +118,7 @@ class _Opened:
             lease.position, lease.pending = (rng.end, reader.leftover) if reusable else (None, [])
             if reusable and spilled is not None and self.keep_surplus:
                 try:
-                    spill_surplus(lease, rng, spilled, self.skey, schema=schema, chunk_rows=MAX_BATCH_ROWS)
+                    spill_surplus(lease, rng, spilled, self.skey, schema=schema, chunk_rows=CHUNK_ROWS)
                 except Exception as exc:  # a full disk must not fail a read that is complete
                     logger.warning("kafka spill failed, consumer dropped topic=%s partition=%d error=%s",
                                    rng.topic, rng.partition, exc)

@@ -52,6 +52,12 @@ SUFFIX = ".arrow"
 SEP = "~"  # never in a Kafka topic name ([a-zA-Z0-9._-])
 DEFAULT_MAX_BYTES = 1024 * 2**20
 DEFAULT_TTL_S = 120.0
+CHUNK_ROWS = 5_000
+"""Records taken from librdkafka's queue, converted and written per step of :func:`spill_surplus`.
+
+Each step holds its records twice (the consumed messages and their Arrow batch) on top of what
+librdkafka still holds of the fetch; 5,000 records of the reference workload are about 6 MB a
+copy, where the 20,000 of a read batch were 22 MB (docs/benchmarks.md, eighth session)."""
 
 
 @dataclass(frozen=True)
