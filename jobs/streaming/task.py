@@ -17,7 +17,6 @@ import json
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,23 +86,18 @@ def batch_task(plan: TaskPlan) -> Callable[[Iterator[pa.RecordBatch]], Iterator[
         producer = TaskProducer(plan.kafka, plan.flush_timeout_ms) if plan.produces else None
         increments = Increments(plan.windows) if plan.count else None
         stats: dict[tuple[str, int, bool], list[Any]] = {}
-        members = MemberAdds(plan.redis, plan.redis_prefix) if increments is not None and plan.redis else None
         with gc_paused():
             try:
                 records = task_records(batches, plan.source)
                 while (batch := next(records, None)) is not None:
                     clock.lap("read")
                     _one_batch(batch, plan, producer, increments, stats)
-                    if members is not None and increments is not None:
-                        members.send(increments.take_members())
                     clock.lap("process")
                 clock.lap("read")
-                # the last HyperLogLog adds, while librdkafka still delivers the outputs
-                rows = members.finish() if members is not None else []
+                # the HyperLogLog adds (idempotent) while librdkafka still delivers the outputs
+                rows = _add_members(plan, increments) if increments is not None and plan.redis else []
                 clock.lap("members")
             except BaseException:
-                if members is not None:
-                    members.abandon()
                 if producer is not None:
                     producer.discard()
                 raise
@@ -152,54 +146,22 @@ class PhaseClock:
                 "label": json.dumps(label)}
 
 
-class MemberAdds:
-    """The task's member ids PFADDed to Redis from one background thread, batch by batch.
+def _add_members(plan: TaskPlan, increments: Increments) -> list[dict[str, Any]]:
+    """PFADD the task's member ids (idempotent, no fence needed); one row per window touched.
 
-    Adding an id to a HyperLogLog twice changes nothing, so the adds need no fence and a batch's
-    ids go as soon as the batch is counted: Redis works through them while the task counts the
-    next batch, and the task waits only for the last one (the ``members`` phase, 100-200 ms of
-    a 100k-record batch when all were sent at the end). An id seen in two batches of a task is
-    sent twice. Members are most of a batch's increment keys (one per member and window, and one
-    per member all-time); added here, they never travel to the driver (docs/streaming.md,
-    "Redis keys").
+    Members are most of a batch's increment keys (one per member and window, and one per member
+    all-time); added here, they never travel to the driver (docs/streaming.md, "Redis keys").
     """
+    from jobs.streaming.redis_sink import Keys, add_members, task_client
 
-    def __init__(self, redis: tuple[tuple[str, Any], ...], prefix: str) -> None:
-        from jobs.streaming.redis_sink import Keys, task_client
-
-        self.client, self.keys = task_client(redis), Keys(prefix)
-        self.windows: dict[int, int] = {}
-        self.sent: list[Future[None]] = []
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kappa-member-adds")
-
-    def send(self, members: Mapping[int, list[str]]) -> None:
-        """Queue the PFADDs of ``members`` (ids by window start, -1: all-time)."""
-        if not members:
-            return
-        for start, ids in members.items():
-            self.windows[start] = self.windows.get(start, 0) + len(ids)
-        self.sent.append(self.pool.submit(self._add, members))
-
-    def finish(self) -> list[dict[str, Any]]:
-        """Wait for every add (raising the first failure); one row per window touched."""
-        try:
-            for future in self.sent:
-                future.result()
-        finally:
-            self.pool.shutdown(wait=True, cancel_futures=True)
-        return [{"kind": MEMBERS_ADDED, "window_start": start, "item": "", "n": n, "no": 0,
-                 "guests": 0, "label": None} for start, n in self.windows.items() if start >= 0]
-
-    def abandon(self) -> None:
-        """The task failed: drop the adds not started, wait for the one running."""
-        self.pool.shutdown(wait=True, cancel_futures=True)
-
-    def _add(self, members: Mapping[int, list[str]]) -> None:
-        from jobs.streaming.redis_sink import add_members
-
-        with self.client.pipeline(transaction=False) as pipe:
-            add_members(pipe, self.keys, members)
+    assert plan.redis is not None
+    members = increments.take_members()
+    if members:
+        with task_client(plan.redis).pipeline(transaction=False) as pipe:
+            add_members(pipe, Keys(plan.redis_prefix), members)
             pipe.execute()
+    return [{"kind": MEMBERS_ADDED, "window_start": start, "item": "", "n": len(ids), "no": 0,
+             "guests": 0, "label": None} for start, ids in members.items() if start >= 0]
 
 
 def task_records(batches: Iterator[pa.RecordBatch], source: Mapping[str, str] | None

@@ -35,7 +35,7 @@ def task_timings(table: pa.Table) -> dict[str, Any]:
     """The tasks' phase timings in a batch's output: how many tasks, each phase's largest ms.
 
     Phases: ``read`` (waiting for records, the spill writes included), ``process`` (validate,
-    produce, count), ``flush``, ``members`` (waiting for the last HyperLogLog adds), ``output`` (building the
+    produce, count), ``flush``, ``members`` (the HyperLogLog adds), ``output`` (building the
     counts), ``trim`` (handing memory back) and ``task`` (the whole task).
     """
     labels = [json.loads(label) for label in

@@ -185,32 +185,3 @@ def test_a_lua_error_among_the_writes_still_moves_the_fence_and_fails_loudly(
         sink.apply([inc("city", T0 + k * MINUTE, "Madrid") for k in range(9_000)], {}, {RAW0: 1}, META)
     assert sink.fence() == {RAW0: 1}
     assert sink.client.hget(sink.keys("cities", T0), "Madrid") == "1"
-
-
-def test_a_tasks_member_adds_go_batch_by_batch_and_count_each_id_once(stack, redis_client) -> None:
-    """The task's background PFADDs (jobs/streaming/task.py MemberAdds) against the real Redis."""
-    from jobs.streaming.task import MemberAdds
-
-    prefix = "t-member-adds"
-    adds = MemberAdds(tuple(sorted(stack.redis.client_kwargs().items())), prefix)
-    adds.send({T0: ["1", "2"], -1: ["1", "2"]})
-    adds.send({})
-    adds.send({T0: ["2", "3"], T0 + MINUTE: ["4"], -1: ["2", "3", "4"]})
-    rows = adds.finish()
-    # ids sent per window (2 sent twice), the all-time set not a window
-    assert sorted((row["window_start"], row["n"]) for row in rows) == [(T0, 4), (T0 + MINUTE, 1)]
-    assert {row["kind"] for row in rows} == {"members_added"}
-    assert redis_client.pfcount(f"{prefix}:members:{T0}") == 3
-    assert redis_client.pfcount(f"{prefix}:members:{T0 + MINUTE}") == 1
-    assert redis_client.pfcount(f"{prefix}:members:all") == 4
-
-
-def test_a_failed_member_add_fails_the_task_when_it_finishes() -> None:
-    from redis.exceptions import ConnectionError as RedisConnectionError
-
-    from jobs.streaming.task import MemberAdds
-
-    adds = MemberAdds((("host", "127.0.0.1"), ("port", 1), ("socket_connect_timeout", 2)), "t-down")
-    adds.send({T0: ["1"]})
-    with pytest.raises(RedisConnectionError):
-        adds.finish()
