@@ -5,7 +5,8 @@ The executor write path validates with Great Expectations inside its workers, an
 costs about 9 s of CPU in each fresh worker; imported here, before the forks, every worker
 inherits it. Spark starts it as ``spark.python.daemon.module`` (jobs/loader/scale.py
 ``loader_spark``). As the streaming job's daemon, it first takes Spark's own pyspark and py4j
-zips off the path where they are the installed packages' copies (jobs/common/worker_daemon.py).
+zips off the path where they are the installed packages' copies, and the spark-core jar, which
+holds no Python (jobs/common/worker_daemon.py).
 """
 
 from __future__ import annotations

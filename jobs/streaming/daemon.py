@@ -19,8 +19,9 @@ Expectations) since issue 15, and the streaming tests (end to end, three kill -9
 standalone cluster) run with this one.
 
 Before the imports Spark's own pyspark and py4j zips are taken off the path where they are the
-installed packages' copies, and before the forks the imported objects are frozen out of the
-workers' garbage collections (both in jobs/common/worker_daemon.py).
+installed packages' copies (and the spark-core jar, which holds no Python), and before the forks
+the imported objects are frozen out of the workers' garbage collections (both in
+jobs/common/worker_daemon.py).
 """
 
 from __future__ import annotations
