@@ -9,6 +9,7 @@ import json
 import os
 import time
 from collections import defaultdict
+from itertools import pairwise
 from statistics import median
 from typing import Any
 
@@ -78,5 +79,8 @@ def replay(job_cfg: KappaConfig, per_trigger: int, output: bool = True) -> dict[
             "phases_ms_median": {k: median(v) for k, v in phases.items()},
             # per batch, the slowest task's phases (metrics "tasks"); the first batch apart
             "first_batch_task_max_ms": batches[0].get("tasks", {}).get("max_ms"),
+            "task_max_ms_by_batch": [b.get("tasks", {}).get("max_ms") for b in batches],
+            # Spark's work between a batch's end and the next one's start (commit, planning)
+            "gap_ms": [start_ms(b) - a["emitted_ms"] for a, b in pairwise(batches)],
             "task_max_ms_median": {k: median(v) for k, v in task_phases.items()},
             "written": report.written, "load_avg_1m": round(os.getloadavg()[0], 2)}

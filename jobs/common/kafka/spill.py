@@ -15,9 +15,14 @@ folder, and the next read of that partition, in any worker, serves its range fro
 (memory-mapped, no conversion) before it fetches the rest from Kafka.
 
 Files are immutable and written atomically (temporary name, then rename), so concurrent workers
-never see half a file. A file is removed once a read has consumed it to its end, when it is older
-than ``ttl_s``, when a newer file of the same partition starts at or past its end, and oldest
-first while the folder holds more than ``max_bytes``. A record served from a file is the record
+never see half a file. A file is removed once reads have consumed all of its span, when it is
+older than ``ttl_s``, and oldest first while the folder holds more than ``max_bytes``. What reads
+consumed is kept beside the file, one empty marker per read (``<file>.read~<start>~<end>``): the
+tasks of one micro-batch read consecutive pieces of a partition in any order, so neither the read
+that reaches a file's end nor one that starts past it (or spills past it) can tell that no other
+piece still needs the file. Removed at such a point, the file made the other piece fetch the rest
+of the partition again (the third micro-batch of the benchmark's replay, docs/benchmarks.md,
+ninth session). A record served from a file is the record
 Kafka returned at that offset, so the effect on a read is only what it fetches, never what it
 yields (the offsets of a partition never change meaning, except when a topic is deleted and
 re-created: the short TTL bounds that window; docs/kafka-source.md).
@@ -49,6 +54,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 SUFFIX = ".arrow"
+READ = ".read"
+"""A consumed span's marker: ``<file name>.read~<start>~<end>``, empty."""
 SEP = "~"  # never in a Kafka topic name ([a-zA-Z0-9._-])
 DEFAULT_MAX_BYTES = 1024 * 2**20
 DEFAULT_TTL_S = 120.0
@@ -103,9 +110,8 @@ class FetchSpill:
         offsets = table.column("offset").to_numpy()
         first, last = np.searchsorted(offsets, [start, end])
         reached = min(end, spill.end)
-        if reached >= spill.end:
-            _unlink(spill.path)
         rows = table.slice(int(first), int(last - first))
+        self._consumed(spill, start, reached)
         return rows.to_batches(max_chunksize=max_rows), reached
 
     def write(self, key: str, start: int, batches: Iterable[pa.RecordBatch]) -> int | None:
@@ -135,12 +141,48 @@ class FetchSpill:
         if end is None:
             _unlink(tmp)
             return None
-        os.replace(tmp, self.folder / f"{key}{SEP}{start}{SEP}{end}{SUFFIX}")
-        for old in self._files(key):
-            if old.end <= start:
-                _unlink(old.path)
+        path = self.folder / f"{key}{SEP}{start}{SEP}{end}{SUFFIX}"
+        for marker in self._markers(path):  # of an earlier file of this name (a replay of the span)
+            _unlink(marker)
+        os.replace(tmp, path)
         self._expire()
         return end
+
+    def _consumed(self, spill: SpillFile, start: int, end: int) -> None:
+        """Mark ``[start, end)`` of ``spill`` read; remove the file once its whole span is.
+
+        Every read marks before it looks, so of two reads finishing together the later one sees
+        both marks: a file whose span is covered is always removed.
+        """
+        if end <= start:
+            return
+        try:
+            (self.folder / f"{spill.path.name}{READ}{SEP}{start}{SEP}{end}").touch()
+        except OSError as exc:  # the TTL or the budget still bound the folder
+            logger.debug("kafka spill marker not written path=%s error=%s", spill.path, exc)
+            return
+        spans = sorted(_span(marker.name) for marker in self._markers(spill.path))
+        covered = spill.start
+        for lo, hi in spans:
+            if lo > covered:
+                return
+            covered = max(covered, hi)
+        if covered >= spill.end:
+            self._remove(spill.path)
+
+    def _markers(self, path: Path) -> list[Path]:
+        """The read markers of the spill file at ``path``."""
+        prefix = f"{path.name}{READ}{SEP}"
+        try:
+            return [self.folder / name for name in os.listdir(self.folder) if name.startswith(prefix)]
+        except FileNotFoundError:
+            return []
+
+    def _remove(self, path: Path) -> None:
+        """A spill file and its read markers."""
+        _unlink(path)
+        for marker in self._markers(path):
+            _unlink(marker)
 
     def _files(self, key: str) -> list[SpillFile]:
         prefix = key + SEP
@@ -178,7 +220,7 @@ class FetchSpill:
         for _, size, path in sorted(files):
             if total <= self.max_bytes:
                 break
-            _unlink(path)
+            self._remove(path)
             total -= size
 
 
@@ -224,6 +266,12 @@ def spill_surplus(lease: Lease[Consumer], rng: OffsetRange, spilled: FetchSpill,
 def spill_key(pool_digest: str, topic: str, partition: int, include_headers: bool) -> str:
     """The file-name prefix of a partition's spills under one set of client properties."""
     return SEP.join((pool_digest + ("h" if include_headers else "n"), topic, str(partition)))
+
+
+def _span(marker: str) -> tuple[int, int]:
+    """The ``(start, end)`` of a read marker's name."""
+    start, end = marker.rsplit(SEP, 2)[1:]
+    return int(start), int(end)
 
 
 def _unlink(path: Path) -> None:

@@ -89,6 +89,7 @@ def test_the_fetch_spill_serves_later_micro_batches_in_any_worker(
     # of every partition is spilled then, and the later ranges never lease a consumer.
     assert stats["closed_error"] == 0 and leases < len(batches), (stats, len(batches))
     assert not list(spill.glob("*.arrow")), "every spill file is removed once read to its end"
+    assert not list(spill.glob("*.read~*")), "and the marks of its reads with it"
 
 
 def test_a_replay_of_earlier_offsets_in_a_warm_pool_reads_every_record_once(

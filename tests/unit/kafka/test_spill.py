@@ -31,10 +31,13 @@ def test_a_read_serves_the_records_of_its_range_and_says_where_it_got(tmp_path):
     served, reached = spill.read(KEY, 11, 15, max_rows=2)
     assert offsets_of(served) == [11, 12, 14] and reached == 15
     assert all(b.num_rows <= 2 for b in served)
-    # 15 is the file's last record: the next read takes it and removes the file
+    # 10 is not read yet: the file stays, though a read took its last record
     served, reached = spill.read(KEY, 15, 40, max_rows=100)
     assert offsets_of(served) == [15] and reached == 16
-    assert not list(tmp_path.glob("*.arrow"))
+    assert len(list(tmp_path.glob("*.arrow"))) == 1
+    served, reached = spill.read(KEY, 10, 11, max_rows=100)
+    assert offsets_of(served) == [10] and reached == 11
+    assert not list(tmp_path.iterdir()), "read to the last offset: the file and its marks are gone"
 
 
 def test_no_file_covering_the_start_serves_nothing(tmp_path):
@@ -46,11 +49,33 @@ def test_no_file_covering_the_start_serves_nothing(tmp_path):
     assert spill.read(other, 10, 20, max_rows=100) == ([], 10)  # another partition
 
 
-def test_a_newer_span_replaces_the_ones_it_passed(tmp_path):
+def spans(folder) -> list[str]:
+    return sorted(p.name.split("~", 3)[-1] for p in folder.glob("*.arrow"))
+
+
+def test_the_pieces_of_a_partition_read_in_any_order_each_find_the_file(tmp_path):
+    """One micro-batch's two tasks read [20, 30) and [30, 40) of one spilled span, later piece first."""
     spill = FetchSpill(tmp_path)
-    spill.write(KEY, 10, [batch([10, 11])])
-    spill.write(KEY, 12, [batch([12, 13])])
-    assert sorted(p.name.split("~", 3)[-1] for p in tmp_path.glob("*.arrow")) == ["12~14.arrow"]
+    spill.write(KEY, 20, [batch(list(range(20, 40)))])
+    served, reached = spill.read(KEY, 30, 40, max_rows=100)
+    assert offsets_of(served) == list(range(30, 40)) and reached == 40
+    spill.write(KEY, 40, [batch([40, 41])])  # the later piece's reader spilled what lay past its end
+    assert spans(tmp_path) == ["20~40.arrow", "40~42.arrow"]
+    served, reached = spill.read(KEY, 20, 30, max_rows=100)
+    assert offsets_of(served) == list(range(20, 30)) and reached == 30
+    assert spans(tmp_path) == ["40~42.arrow"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{KEY}~40~42.arrow"]
+
+
+def test_a_span_written_again_starts_with_no_marks(tmp_path):
+    spill = FetchSpill(tmp_path)
+    spill.write(KEY, 10, [batch([10, 11, 12])])
+    spill.read(KEY, 11, 13, max_rows=100)  # [10, 11) not read: the file stays, marked
+    spill.write(KEY, 10, [batch([10, 11, 12])])  # a replay from 10 fetched and spilled it again
+    spill.read(KEY, 10, 11, max_rows=100)
+    assert spans(tmp_path) == ["10~13.arrow"], "the earlier file's mark does not count for this one"
+    spill.read(KEY, 11, 13, max_rows=100)
+    assert not list(tmp_path.iterdir())
 
 
 def test_files_expire_and_the_folder_stays_within_its_budget(tmp_path):
