@@ -31,7 +31,8 @@ RAW_LOCAL = {"spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.
 
 def test_only_a_local_job_reading_its_own_ranges_asks_for_the_quick_jit() -> None:
     daemon = {"spark.python.daemon.module": "jobs.streaming.daemon"} | RAW_LOCAL
-    quick = daemon | {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
+    quick = daemon | {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 "
+                      "-XX:G1PeriodicGCInterval=2000 -XX:MaxHeapFreeRatio=30 -XX:MinHeapFreeRatio=10"}
     assert job_spark_conf(load_config("test", environ={"KAPPA_SPARK__MASTER": "local[2]"})) == quick
     assert job_spark_conf(load_config("test", environ={
         "KAPPA_SPARK__MASTER": "spark://127.0.0.1:7077"})) == daemon
