@@ -45,7 +45,8 @@ from jobs.common.config import KappaConfig
 from jobs.common.kafka.adapter import read_options
 from jobs.common.kafka.offsets import OffsetRange, group_ranges
 from jobs.streaming.batch import rules_from, windows_from
-from jobs.streaming.task import RANGE_COLUMNS, TASK_KIND, TaskPlan, batch_task
+from jobs.streaming.task import RANGE_COLUMNS, TaskPlan, batch_task
+from jobs.streaming.task_output import task_timings
 
 RANGES_ARROW = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("startOffset", pa.int64()),
                           ("endOffset", pa.int64()), ("continued", pa.bool_())])
@@ -124,16 +125,11 @@ def _task_process(cfg: KappaConfig, source: str, records: int, outputs: list[str
                         "wall_s": round(time.monotonic() - wall, 2),
                         "cpu_s": round(_cpu() - cpu, 2), "page_faults": _faults() - faults,
                         "output_rows": sum(b.num_rows for b in output),
-                        "phases_ms": _phases(output)})
+                        # one task: its phases are the batch metrics' largest per phase
+                        "phases_ms": task_timings(pa.Table.from_batches(output))["max_ms"]})
         start = end
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
     return {"index": index, "batches": batches, "peak_rss_mb": peak_mb}
-
-
-def _phases(output: list[pa.RecordBatch]) -> dict[str, int]:
-    """The task's own phase timings (its TASK_KIND row, as the job's batch metrics give them)."""
-    rows = [row for batch in output for row in batch.to_pylist() if row["kind"] == TASK_KIND]
-    return json.loads(rows[0]["label"]) if rows else {}
 
 
 def _profiled(run: Callable[[], dict[str, Any]], path: str | None) -> dict[str, Any]:
