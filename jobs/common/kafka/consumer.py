@@ -115,9 +115,7 @@ class _Opened:
             yield from reader.batches(schema, self.pending)
             reusable = reader.clean
         finally:
-            # a continued range's surplus is the next reader's (in another task): not held here
-            kept = reader.leftover if self.keep_surplus else []
-            lease.position, lease.pending = (rng.end, kept) if reusable else (None, [])
+            lease.position, lease.pending = (rng.end, reader.leftover) if reusable else (None, [])
             if reusable and spilled is not None and self.keep_surplus:
                 try:
                     spill_surplus(lease, rng, spilled, self.skey, schema=schema, chunk_rows=CHUNK_ROWS)
