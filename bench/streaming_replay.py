@@ -70,7 +70,8 @@ def replay(job_cfg: KappaConfig, per_trigger: int, output: bool = True) -> dict[
     end_ms = max(b.get("applied_ms", b["emitted_ms"]) for b in batches)
     run_s = (end_ms - start_ms(batches[0])) / 1000
     span_s = (end_ms - start_ms(steady[0])) / 1000
-    return {"records": report.records_read, "wall_s": round(wall, 2),
+    return {"records": report.records_read, "late": sum(b.get("late_rows", 0) for b in batches),
+            "wall_s": round(wall, 2),
             "wall_rows_per_s": round(report.records_read / wall),
             "run_s": round(run_s, 2), "run_rows_per_s": round(report.records_read / run_s),
             "sustained_rows_per_s": round(rows / seconds) if seconds else 0,
