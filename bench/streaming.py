@@ -178,7 +178,7 @@ def run(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
                                             str(cfg.lake.checkpoint_root), cpu_seconds)
             load["after_breakdown"] = load_avg()
         loop_rate = median(x["rows_per_s"] for x in loops)
-        summaries = {name: summary(runs, loop_rate) for name, runs in jobs_by.items()}
+        summaries = {name: summary(runs, loops) for name, runs in jobs_by.items()}
         result["throughput"] = {"loop_rows_per_s": round(loop_rate),
                                 "loop_cpu_us_per_event": median(x["cpu_us_per_event"] for x in loops)}
         if args.ab_apply:

@@ -16,8 +16,15 @@ from typing import Any
 from jobs.common.config import KappaConfig
 
 
-def summary(jobs: list[dict[str, Any]], loop_rate: float) -> dict[str, Any]:
-    """Medians of a job variant's rounds, and their ratios to the loop's median rate."""
+def summary(jobs: list[dict[str, Any]], loops: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians of a job variant's rounds, and their ratios to the loop's median rate.
+
+    Also each round's run rate against the loop run just before it in the same round
+    (``job_run_vs_loop_by_round``): the machine's pace drifts between rounds, less within one.
+    """
+    loop_rate = median(x["rows_per_s"] for x in loops)
+    by_round = [round(job["run_rows_per_s"] / loop["rows_per_s"], 2)
+                for job, loop in zip(jobs, loops, strict=True)]
     sustained = median(x["sustained_rows_per_s"] for x in jobs)
     span = median(x["steady_span_rows_per_s"] for x in jobs)
     run_rate = median(x["run_rows_per_s"] for x in jobs)
@@ -27,6 +34,7 @@ def summary(jobs: list[dict[str, Any]], loop_rate: float) -> dict[str, Any]:
             "job_vs_loop": round(sustained / loop_rate, 2),
             "job_steady_span_vs_loop": round(span / loop_rate, 2),
             "job_run_vs_loop": round(run_rate / loop_rate, 2),
+            "job_run_vs_loop_by_round": by_round, "job_run_vs_loop_by_round_median": median(by_round),
             "job_cpu_us_per_event": median(x["cpu_us_per_event"] for x in jobs)}
 
 
