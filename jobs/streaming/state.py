@@ -97,6 +97,15 @@ class WatermarkLog:
         return data.get("max_event_ms")
 
 
+class _BatchIdOnly(msgspec.Struct):
+    """The one field of a pending effects file that :meth:`PendingApplyFile.clear` reads."""
+
+    batch_id: int | None = None
+
+
+_decode_batch_id = msgspec.json.Decoder(_BatchIdOnly).decode
+
+
 class PendingApplyFile:
     """``<checkpoint>/kappa-state/pending-apply.json``: one batch's Redis effects until applied."""
 
@@ -117,9 +126,17 @@ class PendingApplyFile:
             return None
 
     def clear(self, batch_id: int) -> None:
-        """Remove the file once ``batch_id``'s effects are applied (a newer batch's stays)."""
-        data = self.read()
-        if data is not None and data.get("batch_id") == batch_id:
+        """Remove the file once ``batch_id``'s effects are applied (a newer batch's stays).
+
+        Only the file's ``batch_id`` is decoded: parsing a 100k-record batch's effects with
+        ``json.loads`` to read it took about 0.1 s of the driver per 300k replay
+        (docs/benchmarks.md, tenth session).
+        """
+        try:
+            found = _decode_batch_id(self.path.read_bytes()).batch_id
+        except FileNotFoundError:
+            return
+        if found == batch_id:
             self.path.unlink(missing_ok=True)
 
 
