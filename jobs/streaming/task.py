@@ -46,7 +46,7 @@ TASK_KIND = "_task"
 TASK_SCHEMA = INCREMENT_SCHEMA
 """Increment rows, plus one ``_stats`` row per (topic, partition, applicable) with JSON in ``label``."""
 STAT_COUNTS = ("input_rows", "valid_rows", "dlq_rows", "late_rows")
-RANGE_COLUMNS = ("topic", "partition", "startOffset", "endOffset", "continued")
+RANGE_COLUMNS = ("topic", "partition", "startOffset", "endOffset")
 
 
 @dataclass(frozen=True)
@@ -176,13 +176,11 @@ def task_records(batches: Iterator[pa.RecordBatch], source: Mapping[str, str] | 
         yield from batches
         return
     options = parse_source_options(source, streaming=True)
-    rows = [row for batch in batches
-            for row in zip(*(batch.column(name).to_pylist() for name in RANGE_COLUMNS), strict=True)]
-    ranges = [OffsetRange(topic, partition, start, end) for topic, partition, start, end, _ in rows]
-    # a range another task reads on from is not spilled past its end; with prefetchRanges the
-    # next partition's fetch starts before this one is read (jobs/common/kafka/consumer.py)
-    yield from read_ranges(ranges, options, spill=True,
-                           continued={index for index, row in enumerate(rows) if row[4]})
+    ranges = [OffsetRange(*row) for batch in batches
+              for row in zip(*(batch.column(name).to_pylist() for name in RANGE_COLUMNS), strict=True)]
+    # in the order planned (a piece cut by rangeGroups first, the piece after a cut last); with
+    # prefetchRanges the next partition's fetch starts before this one is read (consumer.py)
+    yield from read_ranges(ranges, options, spill=True)
 
 
 def kafka_millis(batch: pa.RecordBatch) -> list[int | None]:

@@ -42,7 +42,8 @@ RANGE_SCHEMA = T.StructType([
 """``emitRanges``: one row per planned offset range instead of its records (docs/kafka-source.md).
 
 ``continued``: another task of the same micro-batch reads the partition on from ``endOffset``
-(a range cut by ``rangeGroups``), so the reader need not spill what it fetched past it.
+(a range cut by ``rangeGroups``). Such a piece comes first in its task's rows and the piece after
+the cut last in its own, so what the first piece's reader spills past the cut serves the second.
 """
 # librdkafka timestamp types (0 none, 1 create, 2 log append) -> Java TimestampType ids.
 _TIMESTAMP_TYPE_IDS = {0: -1, 1: 0, 2: 1}

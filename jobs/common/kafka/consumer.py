@@ -11,7 +11,7 @@ which stops at its end and keeps records fetched past it for the next range.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -49,8 +49,8 @@ def read_range(rng: OffsetRange, options: SourceOptions, *, spill: bool = False
     return read_ranges([rng], options, spill=spill)
 
 
-def read_ranges(ranges: Sequence[OffsetRange], options: SourceOptions, *, spill: bool = False,
-                continued: Collection[int] = ()) -> Iterator[pa.RecordBatch]:
+def read_ranges(ranges: Sequence[OffsetRange], options: SourceOptions, *, spill: bool = False
+                ) -> Iterator[pa.RecordBatch]:
     """:func:`read_range` of each range in turn, the next range's fetch started before this one's read.
 
     A task that reads several ranges (``rangeGroups``) would otherwise ask Kafka for a partition
@@ -60,20 +60,17 @@ def read_ranges(ranges: Sequence[OffsetRange], options: SourceOptions, *, spill:
     partition) is leased and positioned, so librdkafka fetches it in the background meanwhile, at
     the cost of one more fetch in memory. Consecutive ranges of one partition are not opened
     early: the first one's consumer goes on to the second.
-
-    ``continued``: indexes of ranges another reader reads on from (``RangeGroup.continued``):
-    what was fetched past their end is not spilled, that reader fetches it itself.
     """
     opened: _Opened | None = None
     try:
         for index, rng in enumerate(ranges):
-            current = opened if opened is not None else _open(rng, options, spill, index in continued)
+            current = opened if opened is not None else _open(rng, options, spill)
             opened = None
             following = ranges[index + 1] if index + 1 < len(ranges) else None
             if (options.prefetch_ranges and following is not None
                     and (following.topic, following.partition) != (rng.topic, rng.partition)):
                 try:
-                    opened = _open(following, options, spill, index + 1 in continued)
+                    opened = _open(following, options, spill)
                 except BaseException:
                     current.abandon()
                     raise
@@ -89,10 +86,8 @@ class _Opened:
     """A range ready to read: what the spill holds of it, then a positioned consumer for the rest."""
 
     def __init__(self, rng: OffsetRange, options: SourceOptions, served: list[pa.RecordBatch], *,
-                 spilled: FetchSpill | None, skey: str, lease: Lease[Consumer] | None,
-                 keep_surplus: bool = True) -> None:
+                 spilled: FetchSpill | None, skey: str, lease: Lease[Consumer] | None) -> None:
         self.rng, self.options, self.served = rng, options, served
-        self.keep_surplus = keep_surplus
         self.spilled, self.skey, self.lease = spilled, skey, lease
         self.reader = RangeReader(lease, rng, options) if lease is not None else None
         self.pending = self.reader.position() if self.reader is not None else []
@@ -116,7 +111,7 @@ class _Opened:
             reusable = reader.clean
         finally:
             lease.position, lease.pending = (rng.end, reader.leftover) if reusable else (None, [])
-            if reusable and spilled is not None and self.keep_surplus:
+            if reusable and spilled is not None:
                 try:
                     spill_surplus(lease, rng, spilled, self.skey, schema=schema, chunk_rows=CHUNK_ROWS)
                 except Exception as exc:  # a full disk must not fail a read that is complete
@@ -134,7 +129,7 @@ class _Opened:
             self.lease = None
 
 
-def _open(rng: OffsetRange, options: SourceOptions, spill: bool, continued: bool = False) -> _Opened:
+def _open(rng: OffsetRange, options: SourceOptions, spill: bool) -> _Opened:
     """Serve ``rng`` from the spill as far as it goes; lease and position a consumer for the rest."""
     _POOL.configure(capacity=options.consumer_cache_capacity,
                     idle_timeout_s=options.consumer_cache_timeout_ms / 1000)
@@ -150,8 +145,7 @@ def _open(rng: OffsetRange, options: SourceOptions, spill: bool, continued: bool
     lease = _POOL.acquire(key, lambda: Consumer(consumer_config(options.kafka, options.group_id_prefix)),
                           rng.start, retry=_task_retry())
     try:
-        return _Opened(rng, options, served, spilled=spilled, skey=skey, lease=lease,
-                       keep_surplus=not continued)
+        return _Opened(rng, options, served, spilled=spilled, skey=skey, lease=lease)
     except BaseException:
         _POOL.release(lease, reusable=False)
         raise

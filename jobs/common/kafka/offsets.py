@@ -58,17 +58,22 @@ def group_ranges(ranges: list[OffsetRange], groups: int) -> list[RangeGroup]:
 
     Ranges are taken in order and cut where a group is full, so a topic-partition is split across
     at most two neighbouring groups per cut: with 3 equal partitions and 2 groups, each group holds
-    one and a half partitions. The piece before a cut is marked ``continued``: the task reading it
-    need not keep what it fetched past its end (the fetch spill), the next group's task reads on
-    from there. Empty ranges are dropped; no group is empty.
+    one and a half partitions. The piece before a cut is marked ``continued``: the next group's
+    task reads on from its end.
+
+    Within a group, the piece before a cut comes first and the piece after a cut last: a broker
+    answers the first piece's fetch with records past the cut too (the embedded one with the whole
+    rest of the partition), its reader spills them (the fetch spill), and the task of the piece
+    after the cut, coming to it last, finds it there instead of fetching the partition again
+    (docs/kafka-source.md, "rangeGroups"). Empty ranges are dropped; no group is empty.
     """
     ranges = [r for r in ranges if r.size > 0]
     total = sum(r.size for r in ranges)
     if not ranges or groups <= 1:
         return [RangeGroup(tuple(ranges))] if ranges else []
-    result: list[RangeGroup] = []
+    built: list[tuple[list[OffsetRange], int | None, bool]] = []  # ranges, the cut piece, starts after a cut
     current: list[OffsetRange] = []
-    filled, index = 0, 0
+    filled, index, after_cut = 0, 0, False
     target = _share(total, groups, 0)
     for rng in ranges:
         start = rng.start
@@ -77,13 +82,21 @@ def group_ranges(ranges: list[OffsetRange], groups: int) -> list[RangeGroup]:
             current.append(OffsetRange(rng.topic, rng.partition, start, start + take))
             start, filled = start + take, filled + take
             if filled == target and index < groups - 1:
-                cut = frozenset({len(current) - 1}) if start < rng.end else frozenset()
-                result.append(RangeGroup(tuple(current), cut))
-                current, filled, index = [], 0, index + 1
+                cut = len(current) - 1 if start < rng.end else None
+                built.append((current, cut, after_cut))
+                current, filled, index, after_cut = [], 0, index + 1, cut is not None
                 target = _share(total, groups, index)
     if current:
-        result.append(RangeGroup(tuple(current)))
-    return [group for group in result if group.ranges]
+        built.append((current, None, after_cut))
+    return [_ordered(group, cut, after_cut) for group, cut, after_cut in built if group]
+
+
+def _ordered(ranges: list[OffsetRange], cut: int | None, after_cut: bool) -> RangeGroup:
+    """A group with its piece before a cut (``cut``) first and its piece after one last."""
+    last = 0 if after_cut and cut != 0 else None
+    order = sorted(range(len(ranges)), key=lambda i: 0 if i == cut else 2 if i == last else 1)
+    return RangeGroup(tuple(ranges[i] for i in order),
+                      frozenset() if cut is None else frozenset({order.index(cut)}))
 
 
 def _share(total: int, groups: int, index: int) -> int:
