@@ -2,8 +2,8 @@
 
 :class:`BatchEffects` is what one batch changes in Redis and publishes: the summed increments,
 the fence it expects and the fence it moves to, its totals and its metrics. :class:`EffectsWriter`
-applies them (the fenced script of jobs/streaming/redis_script.py), reads the changed summaries
-back, publishes them to ``rsvps.summaries`` and the metrics to ``platform.metrics`` and Redis.
+applies them (the fenced script of jobs/streaming/redis_script.py, which also reads the changed
+summaries back), publishes them to ``rsvps.summaries`` and the metrics to ``platform.metrics`` and Redis.
 
 With ``streaming.apply_in_background`` (the default) the driver does not wait for that before the
 next batch (docs/streaming.md, "The fence"). For batch N:
@@ -97,12 +97,13 @@ class EffectsWriter:
         began = time.monotonic()
         meta = {"batch_id": effects.batch_id, "query": self.query, "totals": effects.totals}
         if applied_before:
-            applied = self.sink.changed(effects.increments)
+            changed = self.sink.changed(effects.increments)
+            summaries = self.sink.read_back(changed, self.windows_ms, self.top_n)
         else:
-            applied = self.sink.apply(effects.increments, effects.expected if expected is None else expected,
-                                      effects.new_fence, meta)
+            summaries = self.sink.apply_and_read(
+                effects.increments, effects.expected if expected is None else expected, effects.new_fence,
+                meta, windows_ms=self.windows_ms, top_n=self.top_n)
         applied_at = time.monotonic()
-        summaries = self.sink.read_back(applied, self.windows_ms, self.top_n)
         now = int(time.time() * 1000)
         for record in summaries:
             record |= {"schema_version": 1, "query": self.query, "batch_id": effects.batch_id,

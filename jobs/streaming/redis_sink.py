@@ -95,18 +95,41 @@ class RedisSummarySink:
     def apply(self, increments: Sequence[Any], expected: Mapping[Partition, int],
               new_fence: Mapping[Partition, int], meta: Mapping[str, Any]) -> Applied:
         """Apply a batch's increments and move the fence, atomically; raise FenceMoved on a race."""
+        applied, ops = self._prepare(increments, meta)
+        self._run(ops, expected, new_fence, meta)
+        return applied
+
+    def apply_and_read(self, increments: Sequence[Any], expected: Mapping[Partition, int],
+                       new_fence: Mapping[Partition, int], meta: Mapping[str, Any], *,
+                       windows_ms: Mapping[str, int], top_n: int) -> list[dict[str, Any]]:
+        """:meth:`apply`, and the absolute values of what it changed as rsvps.summaries records.
+
+        The reads go in the same script call as the writes, after them: one round trip and one
+        reply array, where a pipeline of a command per changed key, each encoded and parsed by
+        redis-py, took about 0.4 s of the driver's CPU per 300k replay (docs/benchmarks.md,
+        eleventh session).
+        """
+        applied, ops = self._prepare(increments, meta)
+        reads = SummaryReads(self.keys, applied, windows_ms, top_n)
+        return reads.records(self._run(ops, expected, new_fence, meta, reads.commands))
+
+    def _prepare(self, increments: Sequence[Any], meta: Mapping[str, Any]) -> tuple[Applied, ScriptOps]:
+        """A batch's writes as script operations, and what they change."""
         applied, ops = Applied(), ScriptOps()
         self._increments(ops, increments, applied)
         for name, value in meta.get("totals", {}).items():
             if value:
                 ops("HINCRBY", self.keys("totals"), name, int(value))
+        return applied, ops
+
+    def _run(self, ops: ScriptOps, expected: Mapping[Partition, int], new_fence: Mapping[Partition, int],
+             meta: Mapping[str, Any], reads: Sequence[Sequence[str]] = ()) -> list[Any]:
         if ops.members:  # idempotent (add_members), so outside the fenced script
             with self.client.pipeline(transaction=False) as pipe:
                 for args in ops.members:
                     pipe.pfadd(*args)
                 pipe.execute()
-        self._apply.run(ops, expected, new_fence, meta, prefix=self.keys.prefix)
-        return applied
+        return self._apply.run(ops, expected, new_fence, meta, prefix=self.keys.prefix, reads=reads)
 
     def changed(self, increments: Sequence[Any]) -> Applied:
         """What :meth:`apply` of ``increments`` changes, without writing (to publish it again)."""
@@ -175,41 +198,9 @@ class RedisSummarySink:
 
     def read_back(self, applied: Applied, windows_ms: Mapping[str, int], top_n: int,
                   ) -> list[dict[str, Any]]:
-        """The absolute values of what an apply changed, as rsvps.summaries records."""
-        keys, pipe = self.keys, self.client.pipeline(transaction=False)
-        cities = sorted(applied.cities)
-        trending = sorted(applied.trending)
-        members = sorted(applied.members)
-        events = sorted(applied.events)
-        for start, city in cities:
-            pipe.hget(keys("cities", start), city)
-        for start in trending:
-            pipe.zrevrange(keys("trending", start), 0, top_n - 1, withscores=True)
-        for start in members:
-            pipe.pfcount(keys("members", start))
-        for event_id in events:
-            pipe.hgetall(keys("event", event_id))
-        if applied.topics:
-            pipe.zrevrange(keys("topics", "all"), 0, top_n - 1, withscores=True)
-        results = iter(pipe.execute())
-        out: list[dict[str, Any]] = []
-        for start, city in cities:
-            out.append(_window("city_window", f"city_window/{start}/{city}", start, windows_ms["city"])
-                       | {"city": city, "count": int(next(results) or 0)})
-        for start in trending:
-            out.append(_window("trending", f"trending/{start}", start, windows_ms["trending"])
-                       | {"items": _items(next(results))})
-        for start in members:
-            out.append(_window("members_window", f"members_window/{start}", start, windows_ms["members"])
-                       | {"approx_distinct": int(next(results)), "error": HLL_ERROR})
-        for event_id in events:
-            values = next(results)
-            out.append({"kind": "event", "key": f"event/{event_id}", "event_id": event_id,
-                        "event_name": values.get("event_name"),
-                        **{name: int(values.get(name, 0)) for name in ("yes", "no", "guests")}})
-        if applied.topics:
-            out.append({"kind": "top_topics", "key": "top_topics", "items": _items(next(results))})
-        return out
+        """The absolute values of what an apply changed, as rsvps.summaries records (read now)."""
+        reads = SummaryReads(self.keys, applied, windows_ms, top_n)
+        return reads.records(self._apply.read(reads.commands))
 
     def record_metrics(self, query: str, metrics: Mapping[str, Any]) -> None:
         """The last batch's metrics (hash) and the last HISTORY batches (list, newest first)."""
@@ -226,6 +217,54 @@ class RedisSummarySink:
     def close(self) -> None:
         """Release the connection pool."""
         self.client.close()
+
+
+class SummaryReads:
+    """The reads of what an apply changed, and their replies as rsvps.summaries records.
+
+    The same commands go in the apply's script call (:meth:`RedisSummarySink.apply_and_read`) or,
+    publishing a recovered batch again, in a script of reads alone (:meth:`RedisSummarySink.read_back`):
+    both answer them as Lua passes them on (lists of strings, None for a missing field).
+    """
+
+    EVENT_FIELDS = ("yes", "no", "guests", "event_name")
+
+    def __init__(self, keys: Keys, applied: Applied, windows_ms: Mapping[str, int], top_n: int) -> None:
+        self.windows_ms = windows_ms
+        self.cities = sorted(applied.cities)
+        self.trending = sorted(applied.trending)
+        self.members = sorted(applied.members)
+        self.events = sorted(applied.events)
+        self.topics = applied.topics
+        top = str(top_n - 1)
+        self.commands: list[list[str]] = [
+            *(["HGET", keys("cities", start), city] for start, city in self.cities),
+            *(["ZREVRANGE", keys("trending", start), "0", top, "WITHSCORES"] for start in self.trending),
+            *(["PFCOUNT", keys("members", start)] for start in self.members),
+            *(["HMGET", keys("event", event_id), *self.EVENT_FIELDS] for event_id in self.events),
+            *([["ZREVRANGE", keys("topics", "all"), "0", top, "WITHSCORES"]] if self.topics else [])]
+
+    def records(self, replies: Sequence[Any]) -> list[dict[str, Any]]:
+        """The rsvps.summaries records of the replies to :attr:`commands`."""
+        results, windows_ms = iter(replies), self.windows_ms
+        out: list[dict[str, Any]] = []
+        for start, city in self.cities:
+            out.append(_window("city_window", f"city_window/{start}/{city}", start, windows_ms["city"])
+                       | {"city": city, "count": int(next(results) or 0)})
+        for start in self.trending:
+            out.append(_window("trending", f"trending/{start}", start, windows_ms["trending"])
+                       | {"items": _items(next(results))})
+        for start in self.members:
+            out.append(_window("members_window", f"members_window/{start}", start, windows_ms["members"])
+                       | {"approx_distinct": int(next(results)), "error": HLL_ERROR})
+        for event_id in self.events:
+            yes, no, guests, name = next(results) or (None,) * 4
+            out.append({"kind": "event", "key": f"event/{event_id}", "event_id": event_id,
+                        "event_name": name, "yes": int(yes or 0), "no": int(no or 0),
+                        "guests": int(guests or 0)})
+        if self.topics:
+            out.append({"kind": "top_topics", "key": "top_topics", "items": _items(next(results))})
+        return out
 
 
 def add_members(pipe, keys: Keys, members: Mapping[int, Sequence[str]]) -> None:
@@ -251,5 +290,7 @@ def _window(kind: str, key: str, start: int, size_ms: int) -> dict[str, Any]:
     return {"kind": kind, "key": key, "window_start_ms": start, "window_end_ms": start + size_ms}
 
 
-def _items(pairs: Sequence[tuple[str, float]]) -> list[dict[str, Any]]:
-    return [{"item": item, "count": int(score), "error": 0} for item, score in pairs]
+def _items(flat: Sequence[str] | None) -> list[dict[str, Any]]:
+    """``ZREVRANGE ... WITHSCORES`` as Redis answers it: item, score, item, score, ..."""
+    flat = flat or []
+    return [{"item": flat[i], "count": int(float(flat[i + 1])), "error": 0} for i in range(0, len(flat), 2)]

@@ -39,10 +39,15 @@ BATCH = [
 META = {"batch_id": 4, "query": "q-test", "totals": {"input": 9, "valid": 7, "dlq": 2, "late": 1}}
 
 
-def test_apply_then_read_back(sink: RedisSummarySink) -> None:
+@pytest.mark.parametrize("how", ["read_back", "in_the_script"])
+def test_apply_then_read_back(sink: RedisSummarySink, how: str) -> None:
+    """Read back on a pipeline (a recovered batch published again) or in the apply's own script call."""
     assert sink.fence() == {}
-    applied = sink.apply(BATCH, {}, {RAW0: 10, RAW1: 4}, META)
-    records = sink.read_back(applied, WINDOWS_MS, top_n=1)
+    if how == "read_back":
+        applied = sink.apply(BATCH, {}, {RAW0: 10, RAW1: 4}, META)
+        records = sink.read_back(applied, WINDOWS_MS, top_n=1)
+    else:
+        records = sink.apply_and_read(BATCH, {}, {RAW0: 10, RAW1: 4}, META, windows_ms=WINDOWS_MS, top_n=1)
     by_key = {record["key"]: record for record in records}
     assert by_key["city_window/1767225600000/Barcelona"] == {
         "kind": "city_window", "key": "city_window/1767225600000/Barcelona",
@@ -113,6 +118,22 @@ def test_a_second_apply_with_a_stale_fence_raises_and_changes_nothing(sink: Redi
     assert sink.fence() == {RAW0: 15, RAW1: 4, ("rsvps.raw", 2): 1}
 
 
+
+def test_the_scripts_reads_give_absent_fields_as_zero_and_a_refused_read_fails_the_apply(
+        sink: RedisSummarySink) -> None:
+    records = sink.apply_and_read([inc("event", 0, "e9", n=0, no=1)], {}, {RAW0: 1}, META,
+                                  windows_ms=WINDOWS_MS, top_n=3)
+    assert records == [{"kind": "event", "key": "event/e9", "event_id": "e9", "event_name": None,
+                        "yes": 0, "no": 1, "guests": 0}]
+    # a task added this window's members (no PFADD here); another program made the key a string
+    sink.client.set(sink.keys("members", T0), "not a HyperLogLog")
+    with pytest.raises(SummarySinkError, match=r"1 Redis command\(s\) of batch 4 failed .*PFCOUNT "):
+        sink.apply_and_read([inc("members_added", T0, "", n=1)], sink.fence(), {RAW0: 2}, META,
+                            windows_ms=WINDOWS_MS, top_n=3)
+    assert sink.fence() == {RAW0: 2}, "the writes were made and the fence moved, as for a refused write"
+    with pytest.raises(SummarySinkError, match=r"1 Redis read\(s\) failed, first: PFCOUNT "):
+        sink.read_back(sink.changed([inc("members_added", T0, "", n=1)]), WINDOWS_MS, top_n=3)
+
 def test_batches_with_nothing_windowed_or_nothing_at_all_apply(sink: RedisSummarySink) -> None:
     """A batch of late rows only feeds all-time kinds; a replayed batch (every row below the fence,
     filtered out) has no increments: both move the fence and change nothing else."""
@@ -155,7 +176,7 @@ def test_a_failing_write_moves_the_fence_applies_the_rest_and_raises(sink: Redis
     """As with MULTI/EXEC, one refused command (a key of another type under the prefix) neither
     stops the rest nor leaves the fence behind: a replay must not count the rest twice."""
     sink.client.set(sink.keys("cities", T0), "not a hash")
-    with pytest.raises(SummarySinkError, match=r"1 Redis write\(s\) of batch 4 failed .*HINCRBY "
+    with pytest.raises(SummarySinkError, match=r"1 Redis command\(s\) of batch 4 failed .*HINCRBY "
                        + sink.keys("cities", T0) + ".*WRONGTYPE"):
         sink.apply(BATCH, {}, {RAW0: 10}, META)
     assert sink.fence() == {RAW0: 10}
