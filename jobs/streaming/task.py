@@ -46,7 +46,7 @@ TASK_KIND = "_task"
 TASK_SCHEMA = INCREMENT_SCHEMA
 """Increment rows, plus one ``_stats`` row per (topic, partition, applicable) with JSON in ``label``."""
 STAT_COUNTS = ("input_rows", "valid_rows", "dlq_rows", "late_rows")
-RANGE_COLUMNS = ("topic", "partition", "startOffset", "endOffset")
+RANGE_COLUMNS = ("topic", "partition", "startOffset", "endOffset", "resumes")
 
 
 @dataclass(frozen=True)
@@ -176,11 +176,13 @@ def task_records(batches: Iterator[pa.RecordBatch], source: Mapping[str, str] | 
         yield from batches
         return
     options = parse_source_options(source, streaming=True)
-    ranges = [OffsetRange(*row) for batch in batches
-              for row in zip(*(batch.column(name).to_pylist() for name in RANGE_COLUMNS), strict=True)]
+    rows = [row for batch in batches
+            for row in zip(*(batch.column(name).to_pylist() for name in RANGE_COLUMNS), strict=True)]
     # in the order planned (a piece cut by rangeGroups first, the piece after a cut last); with
-    # prefetchRanges the next partition's fetch starts before this one is read (consumer.py)
-    yield from read_ranges(ranges, options, spill=True)
+    # prefetchRanges the next partition's fetch starts before this one is read, except for a
+    # piece after a cut: the other task's spill serves it (jobs/common/kafka/consumer.py)
+    yield from read_ranges([OffsetRange(*row[:4]) for row in rows], options, spill=True,
+                           resumes={index for index, row in enumerate(rows) if row[4]})
 
 
 def kafka_millis(batch: pa.RecordBatch) -> list[int | None]:

@@ -38,12 +38,16 @@ RANGE_SCHEMA = T.StructType([
     T.StructField("startOffset", T.LongType()),
     T.StructField("endOffset", T.LongType()),
     T.StructField("continued", T.BooleanType()),
+    T.StructField("resumes", T.BooleanType()),
 ])
 """``emitRanges``: one row per planned offset range instead of its records (docs/kafka-source.md).
 
 ``continued``: another task of the same micro-batch reads the partition on from ``endOffset``
-(a range cut by ``rangeGroups``). Such a piece comes first in its task's rows and the piece after
-the cut last in its own, so what the first piece's reader spills past the cut serves the second.
+(a range cut by ``rangeGroups``); ``resumes``: the piece after such a cut, whose partition another
+task reads up to ``startOffset``. A continued piece comes first in its task's rows and the piece
+that resumes it last in its own, so what the first piece's reader spills past the cut serves the
+second; a reader does not open a resuming piece ahead of time (``prefetchRanges``) for the same
+reason.
 """
 # librdkafka timestamp types (0 none, 1 create, 2 log append) -> Java TimestampType ids.
 _TIMESTAMP_TYPE_IDS = {0: -1, 1: 0, 2: 1}

@@ -11,7 +11,7 @@ which stops at its end and keeps records fetched past it for the next range.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -49,8 +49,8 @@ def read_range(rng: OffsetRange, options: SourceOptions, *, spill: bool = False
     return read_ranges([rng], options, spill=spill)
 
 
-def read_ranges(ranges: Sequence[OffsetRange], options: SourceOptions, *, spill: bool = False
-                ) -> Iterator[pa.RecordBatch]:
+def read_ranges(ranges: Sequence[OffsetRange], options: SourceOptions, *, spill: bool = False,
+                resumes: Collection[int] = ()) -> Iterator[pa.RecordBatch]:
     """:func:`read_range` of each range in turn, the next range's fetch started before this one's read.
 
     A task that reads several ranges (``rangeGroups``) would otherwise ask Kafka for a partition
@@ -59,7 +59,9 @@ def read_ranges(ranges: Sequence[OffsetRange], options: SourceOptions, *, spill:
     ``prefetchRanges``, before a range is read, the consumer of the next range (of another
     partition) is leased and positioned, so librdkafka fetches it in the background meanwhile, at
     the cost of one more fetch in memory. Consecutive ranges of one partition are not opened
-    early: the first one's consumer goes on to the second.
+    early: the first one's consumer goes on to the second, nor are the ``resumes`` indexes
+    (``RangeGroup.resumes``): pieces after a cut, whose records the task of the piece before the
+    cut spills, to be read from there once this task comes to them.
     """
     opened: _Opened | None = None
     try:
@@ -67,7 +69,7 @@ def read_ranges(ranges: Sequence[OffsetRange], options: SourceOptions, *, spill:
             current = opened if opened is not None else _open(rng, options, spill)
             opened = None
             following = ranges[index + 1] if index + 1 < len(ranges) else None
-            if (options.prefetch_ranges and following is not None
+            if (options.prefetch_ranges and following is not None and index + 1 not in resumes
                     and (following.topic, following.partition) != (rng.topic, rng.partition)):
                 try:
                     opened = _open(following, options, spill)

@@ -35,9 +35,9 @@ class OffsetRange(InputPartition):
         """Number of offsets in the range (records, unless compaction or transactions left gaps)."""
         return max(0, self.end - self.start)
 
-    def as_row(self, continued: bool = False) -> tuple[str, int, int, int, bool]:
-        """The range as a row of the ``emitRanges`` schema (topic, partition, start, end, continued)."""
-        return self.topic, self.partition, self.start, self.end, continued
+    def as_row(self, continued: bool = False, resumes: bool = False) -> tuple[str, int, int, int, bool, bool]:
+        """The range as a row of the ``emitRanges`` schema: topic, partition, start, end, the two marks."""
+        return self.topic, self.partition, self.start, self.end, continued, resumes
 
 
 @dataclass(frozen=True)
@@ -47,10 +47,14 @@ class RangeGroup(InputPartition):
     ranges: tuple[OffsetRange, ...]
     continued: frozenset[int] = frozenset()
     """Indexes in ``ranges`` of the pieces whose partition the next group reads on from their end."""
+    resumes: frozenset[int] = frozenset()
+    """Indexes in ``ranges`` of the pieces that start at a cut: the previous group reads their
+    partition up to their start (and spills what its fetch brought past it)."""
 
-    def rows(self) -> list[tuple[str, int, int, int, bool]]:
+    def rows(self) -> list[tuple[str, int, int, int, bool, bool]]:
         """The group as rows of the ``emitRanges`` schema."""
-        return [rng.as_row(index in self.continued) for index, rng in enumerate(self.ranges)]
+        return [rng.as_row(index in self.continued, index in self.resumes)
+                for index, rng in enumerate(self.ranges)]
 
 
 def group_ranges(ranges: list[OffsetRange], groups: int) -> list[RangeGroup]:
@@ -92,11 +96,12 @@ def group_ranges(ranges: list[OffsetRange], groups: int) -> list[RangeGroup]:
 
 
 def _ordered(ranges: list[OffsetRange], cut: int | None, after_cut: bool) -> RangeGroup:
-    """A group with its piece before a cut (``cut``) first and its piece after one last."""
+    """A group with its piece before a cut (``cut``) first and its piece after one (index 0) last."""
     last = 0 if after_cut and cut != 0 else None
     order = sorted(range(len(ranges)), key=lambda i: 0 if i == cut else 2 if i == last else 1)
     return RangeGroup(tuple(ranges[i] for i in order),
-                      frozenset() if cut is None else frozenset({order.index(cut)}))
+                      frozenset() if cut is None else frozenset({order.index(cut)}),
+                      frozenset({order.index(0)}) if after_cut else frozenset())
 
 
 def _share(total: int, groups: int, index: int) -> int:

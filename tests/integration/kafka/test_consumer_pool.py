@@ -183,6 +183,27 @@ def test_without_prefetch_a_partition_is_opened_only_when_it_is_read(cfg, topic_
     assert (while_first["created"], while_first["in_use"]) == (1, 1), while_first
 
 
+
+def test_a_piece_after_a_cut_is_not_opened_ahead_even_with_prefetch(cfg, topic_factory, produce):
+    """``resumes``: the other task's spill is to serve that piece, so no consumer fetches it early."""
+    topic = topic_factory(partitions=2)
+    records = produce(topic, 40, partitions=2)
+    options = parse_source_options({"kafka.bootstrap.servers": cfg.kafka.bootstrap_servers,
+                                    "subscribe": topic, "prefetchRanges": "true"}, streaming=True)
+    try:
+        batches = read_ranges([OffsetRange(topic, 0, 0, 20), OffsetRange(topic, 1, 5, 20)], options,
+                              resumes={1})
+        first = next(batches)
+        while_first = consumer_pool().stats(topic)
+        rest = list(batches)
+    finally:
+        consumer_pool().clear()
+    read = [(p, o) for batch in [first, *rest]
+            for p, o in zip(batch.column("partition").to_pylist(), batch.column("offset").to_pylist(),
+                            strict=True)]
+    assert read == sorted((r.partition, r.offset) for r in records if r.partition == 0 or r.offset >= 5)
+    assert (while_first["created"], while_first["in_use"]) == (1, 1), while_first
+
 def test_the_piece_after_a_cut_is_served_from_what_the_piece_before_it_spilled(
         cfg, topic_factory, produce, tmp_path):
     """A partition cut between two tasks is fetched once: the second piece reads the first's spill."""
@@ -205,6 +226,7 @@ def test_the_piece_after_a_cut_is_served_from_what_the_piece_before_it_spilled(
     # all 40 records, and 10..40 went to the spill, which still holds 25..40 for the next batch
     assert after["created"] == before["created"], (before, after)
     assert [p.name.split("~")[-2:] for p in tmp_path.glob("*.arrow")] == [["10", "40.arrow"]]
+
 
 
 def test_batch_reads_of_overlapping_ranges_in_a_warm_pool(spark, cfg, topic_factory, produce):

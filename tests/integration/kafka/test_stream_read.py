@@ -99,7 +99,7 @@ def test_emit_ranges_yields_the_planned_ranges_instead_of_records(
     produce(topic, 60)  # 20 per partition
     df = read_kafka(spark, cfg, topics=topic, stream=True, starting={topic: {0: 5, 1: 0, 2: 12}},
                     options={"maxOffsetsPerTrigger": 30, "emitRanges": "true"})
-    assert df.columns == ["topic", "partition", "startOffset", "endOffset", "continued"]
+    assert df.columns == ["topic", "partition", "startOffset", "endOffset", "continued", "resumes"]
     run = run_available_now(df, checkpoint, columns=("partition", "startOffset", "endOffset"))
     # Every offset from the start to the end of each partition in exactly one range, no range
     # empty, 43 offsets over micro-batches of at most 30.
@@ -110,4 +110,5 @@ def test_emit_ranges_yields_the_planned_ranges_instead_of_records(
     assert len(sizes) >= 2 and sum(sizes) <= 6, sizes  # rows are ranges: 43 offsets, 30 per batch
     batch = read_kafka(spark, cfg, topics=topic, starting={topic: {0: 5, 1: 0, 2: 12}},
                        ending={topic: {0: 6, 1: 20, 2: 12}}, options={"emitRanges": "true"})
-    assert sorted(tuple(r) for r in batch.collect()) == [(topic, 0, 5, 6, False), (topic, 1, 0, 20, False)]
+    assert sorted(tuple(r) for r in batch.collect()) == [(topic, 0, 5, 6, False, False),
+                                                                (topic, 1, 0, 20, False, False)]
