@@ -55,6 +55,13 @@ def pool_stats(spark, topic: str) -> dict[str, int]:
     return {name: sum(row[name] for row in per_worker.values()) for name in FIELDS}
 
 
+def partition_offsets(batches) -> list[tuple[int, int]]:
+    """(partition, offset) of every record of the batches, in their order."""
+    return [(p, o) for batch in batches
+            for p, o in zip(batch.column("partition").to_pylist(), batch.column("offset").to_pylist(),
+                            strict=True)]
+
+
 def read_240_in_batches_of_30(spark, cfg, topic_factory, produce, checkpoint, run_available_now,
                               options: dict[str, object]) -> tuple[list[dict], dict[str, int], int]:
     """240 records read exactly once in micro-batches of 30: (batches, pool counters, leases)."""
@@ -150,9 +157,7 @@ def test_read_ranges_positions_the_next_partition_before_reading_this_one(cfg, t
         stopped = consumer_pool().stats(topic)
     finally:
         consumer_pool().clear()
-    read = [(p, o) for batch in [first, *rest]
-            for p, o in zip(batch.column("partition").to_pylist(), batch.column("offset").to_pylist(),
-                            strict=True)]
+    read = partition_offsets([first, *rest])
     assert read == sorted((r.partition, r.offset) for r in records if r.partition < 2 or r.offset >= 5)
     # reading partition 0, the consumer of partition 1 was already leased: two in use
     assert (while_first["created"], while_first["in_use"]) == (2, 2), while_first
@@ -176,9 +181,7 @@ def test_without_prefetch_a_partition_is_opened_only_when_it_is_read(cfg, topic_
         rest = list(batches)
     finally:
         consumer_pool().clear()
-    read = [(p, o) for batch in [first, *rest]
-            for p, o in zip(batch.column("partition").to_pylist(), batch.column("offset").to_pylist(),
-                            strict=True)]
+    read = partition_offsets([first, *rest])
     assert read == sorted((r.partition, r.offset) for r in records)
     assert (while_first["created"], while_first["in_use"]) == (1, 1), while_first
 
@@ -198,9 +201,7 @@ def test_a_piece_after_a_cut_is_not_opened_ahead_even_with_prefetch(cfg, topic_f
         rest = list(batches)
     finally:
         consumer_pool().clear()
-    read = [(p, o) for batch in [first, *rest]
-            for p, o in zip(batch.column("partition").to_pylist(), batch.column("offset").to_pylist(),
-                            strict=True)]
+    read = partition_offsets([first, *rest])
     assert read == sorted((r.partition, r.offset) for r in records if r.partition == 0 or r.offset >= 5)
     assert (while_first["created"], while_first["in_use"]) == (1, 1), while_first
 
