@@ -62,6 +62,17 @@ def partition_offsets(batches) -> list[tuple[int, int]]:
                             strict=True)]
 
 
+def read_with_pool_at_first(topic: str, batches) -> tuple[list[tuple[int, int]], dict[str, int]]:
+    """Every (partition, offset) read, and the pool's stats while the first batch was in hand."""
+    try:
+        first = next(batches)
+        while_first = consumer_pool().stats(topic)
+        rest = list(batches)
+    finally:
+        consumer_pool().clear()
+    return partition_offsets([first, *rest]), while_first
+
+
 def read_240_in_batches_of_30(spark, cfg, topic_factory, produce, checkpoint, run_available_now,
                               options: dict[str, object]) -> tuple[list[dict], dict[str, int], int]:
     """240 records read exactly once in micro-batches of 30: (batches, pool counters, leases)."""
@@ -174,17 +185,10 @@ def test_without_prefetch_a_partition_is_opened_only_when_it_is_read(cfg, topic_
     records = produce(topic, 40, partitions=2)
     options = parse_source_options({"kafka.bootstrap.servers": cfg.kafka.bootstrap_servers,
                                     "subscribe": topic, "prefetchRanges": "false"}, streaming=True)
-    try:
-        batches = read_ranges([OffsetRange(topic, 0, 0, 20), OffsetRange(topic, 1, 0, 20)], options)
-        first = next(batches)
-        while_first = consumer_pool().stats(topic)
-        rest = list(batches)
-    finally:
-        consumer_pool().clear()
-    read = partition_offsets([first, *rest])
+    read, while_first = read_with_pool_at_first(
+        topic, read_ranges([OffsetRange(topic, 0, 0, 20), OffsetRange(topic, 1, 0, 20)], options))
     assert read == sorted((r.partition, r.offset) for r in records)
     assert (while_first["created"], while_first["in_use"]) == (1, 1), while_first
-
 
 
 def test_a_piece_after_a_cut_is_not_opened_ahead_even_with_prefetch(cfg, topic_factory, produce):
@@ -193,15 +197,8 @@ def test_a_piece_after_a_cut_is_not_opened_ahead_even_with_prefetch(cfg, topic_f
     records = produce(topic, 40, partitions=2)
     options = parse_source_options({"kafka.bootstrap.servers": cfg.kafka.bootstrap_servers,
                                     "subscribe": topic, "prefetchRanges": "true"}, streaming=True)
-    try:
-        batches = read_ranges([OffsetRange(topic, 0, 0, 20), OffsetRange(topic, 1, 5, 20)], options,
-                              resumes={1})
-        first = next(batches)
-        while_first = consumer_pool().stats(topic)
-        rest = list(batches)
-    finally:
-        consumer_pool().clear()
-    read = partition_offsets([first, *rest])
+    ranges = [OffsetRange(topic, 0, 0, 20), OffsetRange(topic, 1, 5, 20)]
+    read, while_first = read_with_pool_at_first(topic, read_ranges(ranges, options, resumes={1}))
     assert read == sorted((r.partition, r.offset) for r in records if r.partition == 0 or r.offset >= 5)
     assert (while_first["created"], while_first["in_use"]) == (1, 1), while_first
 
