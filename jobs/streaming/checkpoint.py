@@ -32,6 +32,7 @@ from jobs.streaming.state import (
     last_offsets,
     lock_holder,
 )
+from jobs.streaming.stream_time import StreamTimeLog
 
 logger = logging.getLogger(__name__)
 Progress = Callable[[str], None]
@@ -149,7 +150,7 @@ def _replace(path: Path, name: str, start: dict[str, dict[str, int]], what: str,
     if not execute:
         progress("dry run: nothing changed (add --execute to do it)")
         return plan
-    carried = _carry_watermark(path)
+    carried = _carry_stream_time(path)
     pending = PendingApplyFile(path).read()  # Redis effects not yet applied: the next start applies them
     if path.exists():
         shutil.move(str(path), str(backup))
@@ -158,20 +159,19 @@ def _replace(path: Path, name: str, start: dict[str, dict[str, int]], what: str,
     initial = path / STATE_FOLDER / "initial-offsets.json"
     initial.parent.mkdir(parents=True)
     initial.write_text(json.dumps(start))
-    if carried is not None:
-        seed = path / "kappa-state" / "watermarks" / "seed.json"
-        seed.parent.mkdir(parents=True)
-        seed.write_text(json.dumps({"max_event_ms": carried}))
+    if carried is not None:  # facts about the log, valid for any checkpoint of these topics
+        log = StreamTimeLog(path)
+        log.path.parent.mkdir(parents=True, exist_ok=True)
+        log.path.write_bytes(carried)
     progress(f"done: the next `kappa stream run --query {name}` starts at {json.dumps(start)}")
     return plan
 
 
-def _carry_watermark(path: Path) -> int | None:
-    folder = path / "kappa-state" / "watermarks"
-    ids = sorted(int(p.stem) for p in folder.glob("*.json") if p.stem.isdigit()) if folder.is_dir() else []
-    if not ids:
+def _carry_stream_time(path: Path) -> bytes | None:
+    try:
+        return StreamTimeLog(path).path.read_bytes()
+    except FileNotFoundError:
         return None
-    return json.loads((folder / f"{ids[-1]}.json").read_text()).get("max_event_ms")
 
 
 def _parse_time(text: str) -> datetime:

@@ -23,7 +23,7 @@ from jobs.common.kafka.adapter import Bound, read_options
 from jobs.common.spark import choose_backends
 from jobs.streaming.batch import KAFKA, REDIS, BatchProcessor, windows_from
 from jobs.streaming.preflight import check_retention
-from jobs.streaming.state import QueryLock, WatermarkLog, check_fingerprint, checkpoint_path, fingerprint
+from jobs.streaming.state import QueryLock, check_fingerprint, checkpoint_path, fingerprint
 
 logger = logging.getLogger(__name__)
 WORKER_CONF = {"spark.python.daemon.module": "jobs.streaming.daemon"}
@@ -124,8 +124,7 @@ def run_stream(cfg: KappaConfig, spec: RunSpec, progress: Callable[[str], None] 
         check_retention(cfg, checkpoint, query, skip=spec.skip_lost, progress=progress)
         sink = _redis_sink(cfg) if REDIS in spec.sinks else None
         spark = build_spark(cfg, app_name=f"kappa-stream-{query}", extra_conf=job_spark_conf(cfg))
-        processor = BatchProcessor(cfg, query, spec.sinks,
-                                   WatermarkLog(checkpoint, cfg.streaming.watermark_s * 1000), sink)
+        processor = BatchProcessor(cfg, query, spec.sinks, checkpoint, sink)
         started = time.monotonic()
         try:
             for attempt in range(1, TRANSIENT_ATTEMPTS + 1):
@@ -191,6 +190,9 @@ def _run_query(spark, cfg: KappaConfig, spec: RunSpec, query: str, checkpoint: s
         # and each of at most one task per core gets an equal share of the batch's records
         options |= {"emitRanges": "true",
                     "rangeGroups": s.task_slots or spark.sparkContext.defaultParallelism,
+                    # each partition's records of a batch in one task, read in offset order: its
+                    # stream time runs through them (jobs/streaming/stream_time.py)
+                    "rangeCuts": "false",
                     "prefetchRanges": str(s.prefetch_ranges).lower()}
     fmt, opts = read_options(cfg, topics=[s.source_topic], starting=spec.starting,
                              ending=spec.ending, stream=True, options=options, checkpoint=checkpoint)

@@ -127,6 +127,8 @@ class FencedApply:
         """
         fence: dict[str, str] = {f"{t}:{p}": str(o) for (t, p), o in new_fence.items()}
         fence |= {key: str(meta[key]) for key in ("batch_id", "query") if key in meta}
+        fence |= {f"{t}:{p}{STREAM_SUFFIX}": "" if stream_ms is None else str(stream_ms)
+                  for (t, p), stream_ms in meta.get("stream_ms", {}).items() if (t, p) in new_fence}
         fence["updated_ms"] = str(int(time.time() * 1000))
         expect = [item for (t, p) in new_fence
                   for item in (f"{t}:{p}", str(expected[(t, p)]) if (t, p) in expected else "")]
@@ -155,6 +157,10 @@ class FencedApply:
         return replies
 
 
+STREAM_SUFFIX = ":stream_ms"
+"""Fence hash fields ``<topic>:<partition>:stream_ms``: the stream time at the partition's fence."""
+
+
 def parse_fence(raw: Mapping[Any, Any]) -> dict[Partition, int]:
     """The fence hash as next offsets per topic-partition (its other fields left out)."""
     fence: dict[Partition, int] = {}
@@ -163,6 +169,21 @@ def parse_fence(raw: Mapping[Any, Any]) -> dict[Partition, int]:
         if tp is not None:
             fence[tp] = int(value)
     return fence
+
+
+def parse_stream_points(raw: Mapping[Any, Any]) -> dict[Partition, dict[int, int | None]]:
+    """The stream time the fence recorded at each partition's fenced offset (stream_time.py)."""
+    fence = parse_fence(raw)
+    points: dict[Partition, dict[int, int | None]] = {}
+    for raw_name, raw_value in raw.items():
+        name = raw_name.decode() if isinstance(raw_name, bytes) else raw_name
+        if not name.endswith(STREAM_SUFFIX):
+            continue
+        tp = _partition(name.removesuffix(STREAM_SUFFIX))
+        if tp is not None and tp in fence:
+            value = raw_value.decode() if isinstance(raw_value, bytes) else raw_value
+            points[tp] = {fence[tp]: int(value) if value else None}
+    return points
 
 
 def _partition(field: str) -> Partition | None:

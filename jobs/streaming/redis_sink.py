@@ -26,6 +26,7 @@ from jobs.streaming.redis_script import (
     ScriptOps,
     SummarySinkError,
     parse_fence,
+    parse_stream_points,
 )
 
 logger = logging.getLogger(__name__)
@@ -91,6 +92,10 @@ class RedisSummarySink:
     def fence(self) -> dict[Partition, int]:
         """The next offset to apply per topic-partition (absent: nothing applied yet)."""
         return parse_fence(self.client.hgetall(self.keys.fence))
+
+    def stream_points(self) -> dict[Partition, dict[int, int | None]]:
+        """The stream time at each partition's fence (jobs/streaming/stream_time.py)."""
+        return parse_stream_points(self.client.hgetall(self.keys.fence))
 
     def apply(self, increments: Sequence[Any], expected: Mapping[Partition, int],
               new_fence: Mapping[Partition, int], meta: Mapping[str, Any]) -> Applied:
