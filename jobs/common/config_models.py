@@ -216,6 +216,7 @@ class StreamingConfig(Section):
     dlq_topic: str = "rsvps.dlq"
     metrics_topic: str = "platform.metrics"
     errors_topic: str = "platform.errors"
+    views_topic: str = "platform.views"  # the pointer to the current view version (jobs/common/views.py)
     trigger_s: float = Field(default=1.0, gt=0)
     max_offsets_per_trigger: int = Field(default=100_000, ge=1)
     max_records_per_partition: int | None = Field(default=None, ge=1)  # larger ranges split into more tasks

@@ -28,6 +28,8 @@ from jobs.common.kafka.client import producer_config
 from jobs.streaming.aggregates import Windows
 from jobs.streaming.applier import BackgroundApply, BackgroundApplyFailed, BatchEffects, EffectsWriter
 from jobs.streaming.batch_metrics import Lag, Totals, batch_metrics
+from jobs.streaming.gaps import check_batch_start
+from jobs.streaming.preflight import watermarks
 from jobs.streaming.redis_script import Partition
 from jobs.streaming.redis_sink import RedisSummarySink
 from jobs.streaming.state import BatchWatermark, PendingApplyFile
@@ -188,6 +190,10 @@ class BatchProcessor:
                  ends: dict[Partition, tuple[int, int | None]]) -> BatchEffects:
         new_fence = {(st["topic"], st["partition"]): st["max_offset"] + 1 for st in stats
                      if st["applicable"]}
+        first = {(st["topic"], st["partition"]): st["min_offset"] for st in stats if st["applicable"]}
+        unfenced = sorted(tp for tp in first if tp not in fence)
+        earliest = {tp: low for tp, (low, _) in watermarks(self.cfg, unfenced).items()} if unfenced else {}
+        check_batch_start(batch_id, {tp: o for tp, o in fence.items() if tp in first}, first, earliest)
         totals = {name: sum(st[f"{name}_rows"] for st in stats if st["applicable"])
                   for name in ("input", "valid", "dlq", "late")}
         return BatchEffects(batch_id=batch_id, increments=increments, expected=fence,

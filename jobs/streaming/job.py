@@ -22,8 +22,9 @@ from jobs.common.errors import KappaError
 from jobs.common.kafka.adapter import Bound, read_options
 from jobs.common.spark import choose_backends
 from jobs.streaming.batch import KAFKA, REDIS, BatchProcessor, windows_from
+from jobs.streaming.gaps import check_replay_start
 from jobs.streaming.preflight import check_retention
-from jobs.streaming.state import QueryLock, check_fingerprint, checkpoint_path, fingerprint
+from jobs.streaming.state import QueryLock, check_fingerprint, checkpoint_path, fingerprint, last_offsets
 
 logger = logging.getLogger(__name__)
 WORKER_CONF = {"spark.python.daemon.module": "jobs.streaming.daemon"}
@@ -123,6 +124,8 @@ def run_stream(cfg: KappaConfig, spec: RunSpec, progress: Callable[[str], None] 
                                                   sorted(spec.sinks)), query)
         check_retention(cfg, checkpoint, query, skip=spec.skip_lost, progress=progress)
         sink = _redis_sink(cfg) if REDIS in spec.sinks else None
+        if sink is not None and last_offsets(checkpoint) is None:  # a new run starts at spec.starting
+            check_replay_start(cfg, spec.starting, sink.fence())
         spark = build_spark(cfg, app_name=f"kappa-stream-{query}", extra_conf=job_spark_conf(cfg))
         processor = BatchProcessor(cfg, query, spec.sinks, checkpoint, sink)
         started = time.monotonic()
