@@ -123,14 +123,16 @@ def read_views(cfg: KappaConfig) -> Views:
                 if message.error() is not None:
                     continue
                 position = max(position, int(message.offset() or 0) + 1)
-                if message.key() is not None and message.value() is not None:
-                    latest[message.key().decode()] = json.loads(message.value())
+                key, value = message.key(), message.value()
+                if key is not None and value is not None:
+                    latest[key.decode()] = json.loads(value)
     except KafkaException as exc:
         raise ViewsError(f"the view pointer topic {topic} could not be read ({exc}); check Kafka") from None
     finally:
         consumer.close()
     current = int(latest.get(CURRENT_KEY, {}).get("version", 1))
-    versions = {int(key.split("/", 1)[1]): value for key, value in latest.items() if key.startswith("version/")}
+    versions = {int(key.split("/", 1)[1]): value for key, value in latest.items()
+                if key.startswith("version/")}
     return Views(current=current, versions=versions)
 
 
