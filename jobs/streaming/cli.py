@@ -89,6 +89,9 @@ def run(
                      ] = False,
     max_offsets: Annotated[int | None, typer.Option(
         "--max-offsets-per-trigger", help="Records per micro-batch (default from conf).")] = None,
+    version: Annotated[int | None, typer.Option(
+        "--version", help="View version whose outputs the run writes (default: the current one; "
+                          "docs/reprocess.md).")] = None,
     as_json: Annotated[bool, JSON_OPTION] = False,
 ) -> None:
     """Run the RSVP job: live until SIGTERM (stops after the current batch), or replay a range."""
@@ -106,8 +109,14 @@ def run(
                    ending=(parse_bound(to, "--to") or "latest") if mode == "replay" else None,
                    sinks=_sinks(sinks), skip_lost=skip_lost, max_offsets_per_trigger=max_offsets,
                    fresh=fresh)
-    cfg = load_config()
-    with register_process(cfg, "streaming"):
+    if version is not None and version < 1:
+        raise ConfigError(f"--version must be >= 1, got {version}")
+    from jobs.common.views import current_version, version_config
+
+    base = load_config()
+    chosen = version if version is not None else current_version(base)
+    cfg = version_config(base, chosen)
+    with register_process(cfg, "streaming" if chosen == 1 else f"streaming-v{chosen}"):
         report = run_stream(cfg, spec, progress=progress)
     if as_json:
         typer.echo(json.dumps(report.as_dict()))
