@@ -3,7 +3,7 @@
 Starts a private embedded Kafka and Redis (or uses ``--bootstrap``/``--redis-port``), produces
 ``--records`` generated RSVPs (the end-to-end tests' fault mix: late, out-of-order, duplicate and
 malformed lines) round-robin to a 3-partition topic, batched and lz4-compressed as the collector
-writes rsvps.raw (``--input-codec``; uncompressed before the seventh 2026-11-24 session), then
+writes rsvps.raw (``--input-codec``, default lz4), then
 measures, in one run on the same topic:
 
 * ``loop``: one process, one confluent-kafka consumer on the three partitions, calling per
