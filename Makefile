@@ -22,7 +22,7 @@ $(VENV)/.installed: requirements/lock.txt pyproject.toml
 	$(BIN)/uv pip sync --quiet --compile-bytecode --python $(BIN)/python requirements/lock.txt
 	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .
 	@$(BIN)/python -m compileall -q jobs dags > /dev/null  # bytecode: see "Bytecode" in README
-	@$(BIN)/python -m jobs.common.spark_bytecode  # pyspark's own zips: docs/streaming.md
+	@$(BIN)/python -m jobs.common.spark_bytecode  # pyspark's own zips: docs/explanation/streaming-performance.md
 	@touch $@
 
 $(CHECKOV_VENV)/.installed: requirements/checkov-lock.txt $(VENV)/.installed
