@@ -268,7 +268,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                              "embedded broker's work after writes then stays out of the comparison)")
     parser.add_argument("--records-through-jvm", action="store_true",
                         help="streaming.read_in_tasks=false: the source reads the records, which "
-                             "cross into the JVM and back to the tasks (the job before 2026-11-24)")
+                             "cross into the JVM and back to the tasks (as with Spark's JVM connector)")
     parser.add_argument("--input-codec", default="lz4", choices=("lz4", "zstd", "gzip", "snappy", "none"),
                         help="compression.type of the input topic's producer (default: the collector's)")
     parser.add_argument("--shuffle-partitions", type=int, help="override spark.shuffle_partitions")
