@@ -11,8 +11,8 @@ The watermark is the smallest of the partitions' greatest event times, less the 
 until every partition has delivered a record. The job's batches take every partition's share of
 each batch, so their greatest event time advances evenly; a fetch of the embedded broker here
 returns one partition after another, and a watermark from the greatest event time of all would
-mark most of the later partitions' records late (about 198k of the 300k until the tenth
-2026-11-25 session), which skips their window counts: less work than the job does, and other
+mark most of the later partitions' records late (about 198k of a 300k input, against about 1.7k
+with this watermark), which skips their window counts: less work than the job does, and other
 counts.
 """
 

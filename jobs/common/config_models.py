@@ -221,7 +221,7 @@ class StreamingConfig(Section):
     max_offsets_per_trigger: int = Field(default=100_000, ge=1)
     max_records_per_partition: int | None = Field(default=None, ge=1)  # larger ranges split into more tasks
     read_in_tasks: bool = True  # kafka-py: tasks read their offset ranges; records never enter the JVM
-    task_slots: int | None = Field(default=None, ge=1)  # read_in_tasks: equal shares for N tasks; None: cores
+    task_slots: int | None = Field(default=None, ge=1)  # read_in_tasks: at most N tasks a batch; None: cores
     prefetch_ranges: bool = False  # read_in_tasks: a task fetches its next partition while reading one
     apply_in_background: bool = True  # a batch's Redis effects are applied while the next batch runs
     watermark_s: int = Field(default=60, ge=0)

@@ -36,7 +36,8 @@ its JIT stops at the quick compiler (C1), and its heap gives memory it does not 
 cycle after 2 s without a collection, then the heap shrunk to 30 % free). Measured on 300k
 replays: the JVM's CPU per event halved with C1, most of it C2 compiler threads; the JVM's peak
 RSS over four replays in one JVM 346-363 MB against 374-590 (it grew replay by replay) for
-0.1-0.2 s more JVM CPU per replay (docs/benchmarks.md). ``spark.conf`` can override it."""
+0.1-0.2 s more JVM CPU per replay (docs/explanation/streaming-performance.md).
+``spark.conf`` can override it."""
 LOCAL_CHECKPOINT_CONF = {
     "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
     "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem"}
@@ -44,7 +45,7 @@ LOCAL_CHECKPOINT_CONF = {
 offset and commit file): Spark writes each through a temporary file and an atomic rename, so no
 torn file is ever visible. Measured on a 300k replay, 4 alternating runs: a batch's offset and
 commit log writes (``walCommit`` + ``commitOffsets``) took 115-150 ms with the checksums, 59-107 ms
-without (docs/benchmarks.md). Other schemes (HDFS, S3) are untouched."""
+without (docs/explanation/streaming-performance.md). Other schemes (HDFS, S3) are untouched."""
 
 Mode = Literal["live", "replay"]
 SINKS = (KAFKA, REDIS)

@@ -111,8 +111,8 @@ class RedisSummarySink:
 
         The reads go in the same script call as the writes, after them: one round trip and one
         reply array, where a pipeline of a command per changed key, each encoded and parsed by
-        redis-py, took about 0.4 s of the driver's CPU per 300k replay (docs/benchmarks.md,
-        eleventh session).
+        redis-py, took about 0.4 s of the driver's CPU per 300k replay
+        (docs/explanation/streaming-performance.md).
         """
         applied, ops = self._prepare(increments, meta)
         reads = SummaryReads(self.keys, applied, windows_ms, top_n)

@@ -65,7 +65,7 @@ def _where_the_time_went(row: dict[str, Any]) -> str:
         parts = ", ".join(f"{name} {tasks[name]}" for name in ("read", "process", "flush", "members")
                           if name in tasks)
         line += f" (slowest task {tasks.get('task', '?')} ms: {parts})"
-    applied = (row.get("apply_ms") or {}) | phases  # apply_ms since the background apply
+    applied = (row.get("apply_ms") or {}) | phases  # apply_ms: the (background) Redis apply
     return line + "".join(f", {name.replace('_', ' ')} {applied[name]} ms"
                           for name in ("wait_apply", "redis_apply", "summaries") if name in applied)
 

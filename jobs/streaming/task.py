@@ -8,7 +8,7 @@ never commits with undelivered records), adds its member ids to the Redis HyperL
 (idempotent) and counts the other summary increments and per-partition stats of its rows. Only
 those counts go back to the driver, which sums them and applies them to Redis in one fenced
 transaction. One Spark job per batch, no cache, no
-shuffle: docs/streaming.md ("One pass per batch") has the measurements behind the choice.
+shuffle: docs/explanation/streaming-performance.md has the measurements behind the choice.
 """
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ def task_records(batches: Iterator[pa.RecordBatch], source: Mapping[str, str] | 
 
     Reading the ranges in the task (the source emitting only ``emitRanges`` rows) keeps the
     records out of the JVM: they never cross from the source's Python worker into Spark rows and
-    back into this worker as Arrow (docs/streaming.md, "Ranges in, records read by the task").
+    back into this worker as Arrow (docs/explanation/streaming-performance.md).
     """
     if source is None:
         yield from batches
