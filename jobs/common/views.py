@@ -100,6 +100,14 @@ def table_aliases(cfg: KappaConfig, version: int) -> dict[str, str]:
     return {name: other for name, other in zip(base, versioned.loader.tables, strict=True)}
 
 
+def live_tables(cfg: KappaConfig) -> dict[str, Any]:
+    """The loader's tables of every version with outputs (a retired version's are left out)."""
+    tables: dict[str, Any] = {}
+    for version in read_views(cfg).live():
+        tables.update(version_config(cfg, version).loader.tables)
+    return tables
+
+
 def read_views(cfg: KappaConfig) -> Views:
     """Read the pointer topic (no topic or no record: version 1 is current)."""
     topic = cfg.streaming.views_topic

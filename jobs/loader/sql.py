@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ from jobs.common.config import KappaConfig
 from jobs.common.delta import local_path, open_delta, table_uri
 from jobs.common.errors import ConfigError, KappaError
 from jobs.loader.tables import AUDIT_TABLE, QUALITY_TABLE, SPECS
+
+logger = logging.getLogger(__name__)
 
 READ_ONLY = ("select", "with", "describe", "show", "summarize", "explain", "from", "pragma")
 FORMATS = ("table", "json", "csv")
@@ -38,20 +41,39 @@ def table_names(cfg: KappaConfig) -> list[str]:
 
 
 def connect(cfg: KappaConfig) -> Any:
-    """A DuckDB connection with every existing table registered by name."""
+    """A DuckDB connection with every existing table registered by name.
+
+    The base names of the view tables (``silver.rsvps``, ``gold.rsvp_summaries``, ...) read the
+    current view version's tables (docs/reprocess.md); ``silver.rsvps_v2`` names a version's own.
+    """
     import duckdb
 
     con = duckdb.connect()
+    aliases = {versioned: base for base, versioned in _current_tables(cfg).items() if versioned != base}
     for name in table_names(cfg):
         table = open_delta(table_uri(cfg.lake.root, name))
         if table is None:
             continue
-        schema, _, short = name.partition(".")
-        flat = f"{schema}_{short}"
-        con.register(flat, table.to_pyarrow_dataset())
-        con.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-        con.execute(f'CREATE VIEW "{schema}"."{short}" AS SELECT * FROM "{flat}"')
+        for shown in (name, aliases.get(name)) if name in aliases else (name,):
+            assert shown is not None
+            schema, _, short = shown.partition(".")
+            flat = f"{schema}_{short}"
+            con.execute(f'DROP VIEW IF EXISTS "{flat}"')
+            con.register(flat, table.to_pyarrow_dataset())
+            con.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+            con.execute(f'CREATE OR REPLACE VIEW "{schema}"."{short}" AS SELECT * FROM "{flat}"')
     return con
+
+
+def _current_tables(cfg: KappaConfig) -> dict[str, str]:
+    """Base table name -> the current view version's table (base names when Kafka cannot say)."""
+    from jobs.common.views import ViewsError, current_version, table_aliases
+
+    try:
+        return table_aliases(cfg, current_version(cfg))
+    except ViewsError as exc:
+        logger.warning("view pointer unreadable (%s): base tables are read", exc)
+        return {}
 
 
 def run_sql(cfg: KappaConfig, query: str) -> tuple[list[str], list[tuple]]:

@@ -26,6 +26,13 @@ def register(app: typer.Typer) -> None:
     app.add_typer(summaries_app, name="summaries")
 
 
+def _current():
+    """The config of the current view version (the summaries a reader sees: docs/reprocess.md)."""
+    from jobs.common.views import current_config
+
+    return current_config(load_config())
+
+
 def progress(message: str) -> None:
     """A progress line on stderr."""
     typer.echo(f".. {message}", err=True)
@@ -192,7 +199,7 @@ def top_topics(n: Annotated[int | None, typer.Option("-n", help="How many (defau
     """All-time top topics (exact counts)."""
     from jobs.streaming import summaries
 
-    items = summaries.top_topics(load_config(), n)
+    items = summaries.top_topics(_current(), n)
     _print(items, as_json, lambda: [f"{i['count']:>8}  {i['item']}" for i in items])
 
 
@@ -202,7 +209,7 @@ def trending(windows: Annotated[int, typer.Option("--windows", help="How many la
     """Top topics of the latest sliding windows."""
     from jobs.streaming import summaries
 
-    data = summaries.trending(load_config(), windows)
+    data = summaries.trending(_current(), windows)
     _print(data, as_json, lambda: [
         line for w in data for line in
         [f"window {_iso(w['window_start_ms'])} .. {_iso(w['window_end_ms'])}"]
@@ -216,7 +223,7 @@ def cities(windows: Annotated[int, typer.Option("--windows", help="How many late
     """RSVPs per city in the latest 1-minute windows (with approximate distinct members)."""
     from jobs.streaming import summaries
 
-    data = summaries.cities(load_config(), windows, n)
+    data = summaries.cities(_current(), windows, n)
     _print(data, as_json, lambda: [
         line for w in data for line in
         [f"window {_iso(w['window_start_ms'])}: {w['total']} RSVPs, ~{w['approx_distinct_members']} "
@@ -230,7 +237,7 @@ def event(event_id: Annotated[str, typer.Argument(help="The event id (event.even
     from jobs.common.errors import KappaError
     from jobs.streaming import summaries
 
-    data = summaries.event(load_config(), event_id)
+    data = summaries.event(_current(), event_id)
     if data is None:
         raise KappaError(f"no summary for event {event_id!r} (unknown, or expired after "
                          "streaming.event_ttl_s)")
