@@ -11,7 +11,6 @@ and merged with each other they count the same), and every ``late`` flag in the 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import time
@@ -69,7 +68,7 @@ def _live_with_kills(env: dict[str, str], client: redis.Redis, prefix: str, log:
     while _input_counted(client, prefix) < EVENTS:
         assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
         time.sleep(0.5)
-    os.killpg(proc.pid, signal.SIGTERM)
+    proc.send_signal(signal.SIGTERM)  # the driver alone: it stops after the batch, its JVM with it
     assert proc.wait(timeout=120) == 0, log.read_text()[-3000:]
 
 

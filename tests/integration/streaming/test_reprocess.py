@@ -126,7 +126,7 @@ def test_reprocess_builds_beside_diffs_promotes_and_retires(
         assert (Path(stream_cfg.lake.root) / "silver" / "rsvps_v3").exists()
     finally:
         if v1.poll() is None:
-            os.killpg(v1.pid, signal.SIGTERM)
+            v1.send_signal(signal.SIGTERM)
             v1.wait(timeout=120)
         for version in (2, 3):  # the jobs `reprocess start` left running
             root = stream_cfg.lake.checkpoint_root
