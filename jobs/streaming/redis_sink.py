@@ -78,7 +78,7 @@ class RedisSummarySink:
         self.slide_ms = cfg.streaming.trending_slide_s * 1000
         self.trending_steps = cfg.streaming.trending_window_s // cfg.streaming.trending_slide_s
         self.client = connect(cfg)
-        self._apply = FencedApply(self.client, self.keys.fence)
+        self._apply = FencedApply(self.client, self.keys.fence, cfg.streaming.apply_chunk_args)
 
     def setup(self) -> None:
         """Fail fast when Redis cannot be reached."""
