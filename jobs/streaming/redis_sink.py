@@ -144,6 +144,8 @@ class RedisSummarySink:
 
     def _increments(self, op: ScriptOps, increments: Iterable[Any], applied: Applied) -> None:  # noqa: PLR0912
         ttl, event_ttl, keys = self.cfg.streaming.window_ttl_s, self.cfg.streaming.event_ttl_s, self.keys
+        event_prefix, event_expire = keys("event", ""), str(event_ttl)  # the one key per event: no join
+        ops = op.ops
         members: dict[int, list[str]] = defaultdict(list)
         windows: dict[str, set[int]] = defaultdict(set)
         for row in increments:
@@ -165,14 +167,14 @@ class RedisSummarySink:
             elif kind == MEMBERS_ADDED:  # a task added them (add_members): index and expire only
                 applied.members.add(start)
                 windows["members"].add(start)
-            elif kind == EVENT:
-                key = keys("event", item)
+            elif kind == EVENT:  # most rows at high cardinality: ops appended as Redis takes them
+                key = event_prefix + item
                 for name, value in (("yes", row["n"]), ("no", row["no"]), ("guests", row["guests"])):
                     if value:  # an absent field reads as 0 (read_back, kappa summaries event)
-                        op("HINCRBY", key, name, value)
+                        ops.append(["HINCRBY", key, name, str(value)])
                 if row["label"] is not None:
-                    op("HSET", key, "event_name", row["label"])
-                op("EXPIRE", key, event_ttl)
+                    ops.append(["HSET", key, "event_name", str(row["label"])])
+                ops.append(["EXPIRE", key, event_expire])
                 applied.events.add(item)
         add_members(op, keys, members)
         for start in members:
