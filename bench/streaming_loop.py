@@ -89,3 +89,25 @@ def _send(producer: Producer, topic: str, value: bytes | None, key: bytes | None
             return
         except BufferError:
             producer.poll(0.05)
+
+
+def main() -> None:
+    """The loop as a process of its own (bench/replay_cli.py times it from start to exit)."""
+    import argparse
+    import json
+
+    from jobs.common.config import load_config
+
+    parser = argparse.ArgumentParser(description="the hand-written one-process loop over a topic")
+    parser.add_argument("--source", required=True)
+    parser.add_argument("--partitions", type=int, default=3)
+    parser.add_argument("--records", type=int, required=True)
+    parser.add_argument("--analyzed", required=True)
+    parser.add_argument("--dlq", required=True)
+    args = parser.parse_args()
+    print(json.dumps(run_loop(load_config(), args.source, args.partitions, args.records, args.analyzed,
+                              args.dlq)))
+
+
+if __name__ == "__main__":
+    main()
