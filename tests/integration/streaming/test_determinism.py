@@ -107,6 +107,7 @@ def _assert_same_view(client: redis.Redis, left: dict[str, Any], right: dict[str
             client.set("cmp:right", right[key][1])
             count = client.pfcount("cmp:left")
             assert count == client.pfcount("cmp:right"), f"{name}: HyperLogLog {key}"
+            client.delete("cmp:merged")  # PFMERGE merges into what the destination holds
             client.pfmerge("cmp:merged", "cmp:left", "cmp:right")
             assert client.pfcount("cmp:merged") == count, f"{name}: HyperLogLog {key} merged"
     client.delete("cmp:left", "cmp:right", "cmp:merged")
