@@ -176,3 +176,36 @@ def _produce(cfg: KappaConfig, records: Mapping[str, Mapping[str, Any]]) -> None
     if producer.flush(TIMEOUT_S):
         raise ViewsError(f"the view pointer topic {cfg.streaming.views_topic} did not take the write in "
                          f"{TIMEOUT_S:.0f} s; nothing switched: check Kafka and retry")
+
+
+class ViewsWatcher:
+    """Notices a move of the pointer cheaply: the topic's end offset each poll, a read when it moved.
+
+    For long-lived readers (``kappa serve``): one consumer kept, one metadata request per poll.
+    """
+
+    def __init__(self, cfg: KappaConfig) -> None:
+        self.cfg = cfg
+        self._consumer: Consumer | None = None
+        self._high: int | None = None
+
+    def poll(self) -> Views | None:
+        """The views when the pointer topic grew since the last poll, else None."""
+        if self._consumer is None:
+            self._consumer = Consumer({**self.cfg.kafka.client_config(), "group.id": "kappa-views-watch",
+                                       "enable.auto.commit": False})
+        try:
+            _, high = self._consumer.get_watermark_offsets(
+                TopicPartition(self.cfg.streaming.views_topic, 0), timeout=TIMEOUT_S, cached=False)
+        except KafkaException:
+            return None  # no pointer topic (yet): version 1, nothing moved
+        if high == self._high:
+            return None
+        self._high = high
+        return read_views(self.cfg)
+
+    def close(self) -> None:
+        """Release the consumer."""
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
