@@ -4,8 +4,9 @@ Version 1 runs live over a topic of generated events. Version 2 (the same code) 
 it from the earliest offset: its diff with version 1 is empty. Version 3 runs a changed
 transform (city names starting with S in upper case, tests/.../city_variant): its diff names
 exactly the city windows holding such a city, computed here from the generator's records. After
-``promote`` the summaries and ``kappa sql`` read version 3; after ``retire`` nothing of version 1
-is left (Redis keys, topics, tables).
+``promote`` the REST answers, ``kappa summaries`` and ``kappa sql`` read version 3, and an SSE
+client connected across the switch is told and goes on with version 3's records; after ``retire``
+nothing of version 1 is left (Redis keys, topics, tables).
 """
 
 from __future__ import annotations
@@ -18,12 +19,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import redis
 from confluent_kafka.admin import AdminClient
 
+from jobs.common.config import load_config
+from jobs.serve.server import ServerThread
 from jobs.streaming.state import checkpoint_path, lock_holder
 from tests.conftest import KAPPA, REPO
+from tests.integration.serve.support import SseReader
 from tests.integration.streaming.conftest import produce
 from tests.integration.streaming.expected import city_name, compute
 from tests.integration.streaming.test_end_to_end import generate
@@ -100,11 +105,31 @@ def test_reprocess_builds_beside_diffs_promotes_and_retires(
         assert rows[1]["state"] == "current" and rows[3]["state"] == "building"
         assert rows[3]["offsets_behind_latest"] == 0 and rows[3]["running_pid"]
 
-        promoted = _json(env, "reprocess", "promote", "--version", "3", "--timeout", "300")
-        assert (promoted["current"], promoted["previous"], promoted["previous_job_stopped"]) == (3, 1, True)
-        assert v1.wait(timeout=60) == 0
-        window = next(iter(sorted(_changed_windows(sent))))
-        start_ms = int(window.split(":")[1])
+        server = ServerThread(load_config("test", overrides={"serve.port": 0}, environ=env), None).start()
+        reader = SseReader(f"{server.url}/api/v1/stream?stream=analyzed")
+        try:
+            reader.wait_for(lambda r: r.status_code == 200)
+            promoted = _json(env, "reprocess", "promote", "--version", "3", "--timeout", "300")
+            assert (promoted["current"], promoted["previous"], promoted["previous_job_stopped"]) == (
+                3, 1, True)
+            assert v1.wait(timeout=60) == 0
+            reader.wait_for(lambda r: any(e.data.get("status") == "view_switched" for e in r.of("status")),
+                            timeout=30)
+            switched = next(e for e in reader.of("status") if e.data.get("status") == "view_switched")
+            assert (switched.data["version"], switched.data["previous"]) == (3, 1)
+            window = next(iter(sorted(_changed_windows(sent))))
+            start_ms = int(window.split(":")[1])
+            rest = httpx.get(f"{server.url}/api/v1/cities", params={"window_start_ms": start_ms}, timeout=10)
+            assert rest.status_code == 200, rest.text
+            assert any(c["city"].startswith("S") and c["city"] == c["city"].upper()
+                       for w in rest.json()["windows"] for c in w["cities"]), rest.json()
+            # the job of version 3 writes on: a record produced now reaches the client with a v3 id
+            produce(stream_cfg, s.source_topic, [generate(1, seed=99)[0].line])
+            reader.wait_for(lambda r: any((e.id or "").startswith("v3/") for e in r.of("analyzed")),
+                            timeout=60)
+        finally:
+            reader.stop()
+            server.stop()
         cities = _json(env, "summaries", "cities", "--windows", "10000")
         shown = {c["city"] for w in cities for c in w["cities"] if w["window_start_ms"] == start_ms}
         assert shown and any(c.startswith("S") and c == c.upper() for c in shown), cities
