@@ -125,7 +125,7 @@ def test_reprocess_builds_beside_diffs_promotes_and_retires(
                        for w in rest.json()["windows"] for c in w["cities"]), rest.json()
             # the job of version 3 writes on: a record produced now reaches the client with a v3 id
             produce(stream_cfg, s.source_topic, [generate(1, seed=99)[0].line])
-            reader.wait_for(lambda r: any((e.id or "").startswith("v3/") for e in r.of("analyzed")),
+            reader.wait_for(lambda r: any((e.id or "").startswith("v3/") for e in r.of("rsvp")),
                             timeout=60)
         finally:
             reader.stop()
