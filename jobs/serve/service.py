@@ -15,7 +15,7 @@ from pydantic import SecretStr
 
 from jobs.common.config import KappaConfig
 from jobs.common.errors import ConfigError
-from jobs.common.views import ViewsWatcher, version_config
+from jobs.common.views import BUILDING, Views, ViewsWatcher, version_config
 from jobs.serve.hub import Hub
 from jobs.serve.kafka_io import SharedFeed
 from jobs.serve.metrics import ServeMetrics
@@ -68,6 +68,9 @@ class Service:
     version: int = 1
     """The view version served (docs/reprocess.md): its Redis prefix and topics."""
     watcher: ViewsWatcher | None = None
+    rebuilding: str | None = None
+    """Set while the served version has no data in Redis and another version is being built."""
+    building: tuple[int, ...] = ()
     _watch: asyncio.Task | None = None
     _generation: int = 0
 
@@ -90,6 +93,7 @@ class Service:
         self.watcher = ViewsWatcher(self.cfg)
         views = await asyncio.to_thread(self.watcher.poll)
         self.version = views.current if views is not None else 1
+        self.building = _building(views)
         view = version_config(self.cfg, self.version)
         self.topics = stream_topics(view)
         self.prefix = view.streaming.redis_prefix
@@ -130,12 +134,23 @@ class Service:
             await asyncio.sleep(VIEWS_POLL_S)
             try:
                 views = await asyncio.to_thread(self.watcher.poll)
+                if views is not None:
+                    self.building = _building(views)
                 if views is not None and views.current != self.version:
                     await self._switch(views.current)
+                await self._check_rebuilding()
             except asyncio.CancelledError:
                 raise
             except Exception:  # a failed poll or switch is retried at the next one
                 logger.exception("serve: following the view pointer failed; retrying")
+
+    async def _check_rebuilding(self) -> None:
+        """``rebuilding`` while the served view lost its Redis data (no fence) and a new one is built."""
+        empty = self.building and not await self.redis.exists(f"{self.prefix}:fence:summaries")
+        self.rebuilding = (
+            f"rebuilding: view version {self.version} has no data in Redis (lost?) and version(s) "
+            f"{', '.join(map(str, self.building))} are being rebuilt from the log; the summaries come "
+            "back when one is promoted (docs/runbooks/redis-lost.md); retry later") if empty else None
 
     async def _switch(self, version: int) -> None:
         """Serve ``version``: its Redis prefix and topics; every client told, none disconnected."""
@@ -188,3 +203,9 @@ class Service:
         return {stream: sum(max(0, high - offset) for high, offset
                             in zip(feed.highs, hub.position[stream], strict=False) if high >= 0)
                 for stream, feed in self.feeds.items()}
+
+
+def _building(views: Views | None) -> tuple[int, ...]:
+    if views is None:
+        return ()
+    return tuple(sorted(v for v, info in views.versions.items() if info.get("state") == BUILDING))
