@@ -248,11 +248,11 @@ class ResumeReader:
         self._consumer.close()
 
 
-def low_watermarks(client_config: dict[str, Any], topics: dict[str, str]) -> dict[str, list[int]]:
-    """The first retained offset of every partition of each stream."""
+def log_bounds(client_config: dict[str, Any], topics: dict[str, str]) -> dict[str, list[tuple[int, int]]]:
+    """(first retained, next to be written) offsets of every partition of each stream."""
     client = consumer(client_config, "watermarks")
     try:
-        return {stream: [low for low, _ in watermarks(client, topic)] for stream, topic in topics.items()}
+        return {stream: watermarks(client, topic) for stream, topic in topics.items()}
     finally:
         client.close()
 

@@ -9,11 +9,12 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request, WebSocket, WebSocketDisconnect
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from sse_starlette.sse import EventSourceResponse, SendTimeoutError
 
 from jobs.common.errors import KappaError
 from jobs.serve import positions, session
+from jobs.serve.errors import ErrorBody, error_response
 from jobs.serve.hub import Subscriber
 from jobs.serve.records import Filter, Record, Status, make_filter
 from jobs.serve.service import Service
@@ -67,7 +68,8 @@ def _full(service: Service) -> bool:
 @router.get("/api/v1/stream", response_class=EventSourceResponse, responses={
     200: {"content": {"text/event-stream": {}},
           "description": "SSE: `rsvp` and `summary` events (id = Kafka position vector) and `status`"},
-    400: {"description": "bad filter or Last-Event-ID"}, 503: {"description": "client limit reached"}})
+    400: {"model": ErrorBody, "description": "bad filter, or a Last-Event-ID that is no position of the log"},
+    503: {"model": ErrorBody, "description": "client limit reached"}})
 async def sse_stream(request: Request, *, stream: StreamParam = None, topic: TopicParam = None,
                      city: CityParam = None, last_event_id: ResumeParam = None,
                      last_event_id_header: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
@@ -76,13 +78,15 @@ async def sse_stream(request: Request, *, stream: StreamParam = None, topic: Top
     service = _service(request.app)
     if _full(service):
         service.metrics.rejected.labels("client_limit").inc()
-        return JSONResponse({"error": f"{service.cfg.serve.max_clients} clients are connected "
-                                      "(serve.max_clients); retry later"}, 503,
-                            headers={"Retry-After": "5"})
+        return error_response(503, f"{service.cfg.serve.max_clients} clients are connected "
+                                   "(serve.max_clients); retry later", headers={"Retry-After": "5"})
     try:
         subscriber, resume = _open(service, stream, topic, city, last_event_id_header or last_event_id)
     except KappaError as exc:
-        return JSONResponse({"error": str(exc)}, 400)
+        return error_response(400, str(exc))
+    beyond = await session.beyond_log(service, resume) if resume else None
+    if beyond:
+        return error_response(400, beyond)
     return _EventStream(
         _sse_body(service, subscriber, resume), ping=service.cfg.serve.ping_s,
         send_timeout=service.cfg.serve.send_timeout_s, headers={"X-Accel-Buffering": "no"},
@@ -114,12 +118,14 @@ async def ws_stream(websocket: WebSocket) -> None:
         subscriber, resume = _open(service, params.getlist("stream") or None,
                                    params.getlist("topic") or None, params.getlist("city") or None,
                                    params.get("last_event_id"))
+        refusal = await session.beyond_log(service, resume) if resume else None
     except KappaError as exc:
-        await websocket.accept()
-        await websocket.send_text(Status("error", {"detail": str(exc)}).ws)
+        refusal = str(exc)
+    await websocket.accept()
+    if refusal:
+        await websocket.send_text(Status("error", {"detail": refusal}).ws)
         await websocket.close(WS_POLICY_VIOLATION)
         return
-    await websocket.accept()
     if _full(service):
         service.metrics.rejected.labels("client_limit").inc()
         await websocket.send_text(Status("error", {"detail": "client limit reached; retry later"}).ws)
