@@ -136,3 +136,32 @@ def test_resume_id_past_the_end_of_the_log_is_refused(start_serve, sender, serve
         with pytest.raises(ConnectionClosed) as closed:
             ws.recv(timeout=10)
     assert closed.value.rcvd.code == 1008
+
+
+def test_resume_from_an_id_issued_during_a_kafka_catch_up(start_serve, sender, serve_topics):
+    server = start_serve(ring_buffer_size=4)  # every resume below is older than the ring
+    url = f"{server.url}/api/v1/stream?stream=analyzed&city=Barcelona&city=Oslo"
+    first = SseReader(url)
+    first.wait_for(lambda r: r.of("status"))
+    resume_from = first.of("status")[0].id
+    first.stop()
+    sender.send(serve_topics["analyzed"], [rsvp(n, city=CITIES[n % 3]) for n in range(45)])
+    wanted = [n for n in range(45) if n % 3 != 1]
+    deadline = time.monotonic() + 30
+    while not httpx.get(f"{server.url}/healthz", timeout=5).json()["received"] >= 45:
+        assert time.monotonic() < deadline, "the service never read the records"
+        time.sleep(0.1)
+    caught_up = SseReader(url, headers={"Last-Event-ID": resume_from})
+    caught_up.wait_for(lambda r: len(r.of("rsvp")) == len(wanted))
+    caught_up.stop()
+    events = caught_up.of("rsvp")
+    assert sorted(e.data["n"] for e in events) == wanted
+    middle = len(events) // 2
+    again = SseReader(url, headers={"Last-Event-ID": events[middle].id})
+    rest = sorted(e.data["n"] for e in events[middle + 1:])
+    again.wait_for(lambda r: len(r.of("rsvp")) >= len(rest))
+    time.sleep(0.5)  # anything more would be a duplicate
+    again.stop()
+    assert sorted(ns(again)) == rest
+    metrics = httpx.get(f"{server.url}/metrics").text
+    assert 'kappa_serve_resumes_total{source="kafka"} 2.0' in metrics
