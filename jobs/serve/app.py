@@ -67,7 +67,7 @@ async def healthz(request: Request) -> JSONResponse:
     except Exception as exc:
         problems.append(f"redis: {exc}")
     body = {"ok": not problems, "problems": problems, "topics": service.topics,
-            **(service.hub.state() if service.hub else {})}
+            "rebuilding": service.rebuilding, **(service.hub.state() if service.hub else {})}
     return JSONResponse(body, 200 if not problems else 503)
 
 

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Path, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
 from pydantic import BaseModel
 
 from jobs.serve.errors import RESPONSES, ErrorBody
 from jobs.serve.service import Service
 
-router = APIRouter(prefix="/api/v1", tags=["summaries"], responses=RESPONSES)
+
+async def _view_ready(request: Request) -> None:
+    """503 ``rebuilding`` while the served view has no Redis data and another one is being built."""
+    message = request.app.state.service.rebuilding
+    if message:
+        raise HTTPException(503, message, headers={"Retry-After": "30"})
+
+
+router = APIRouter(prefix="/api/v1", tags=["summaries"], responses=RESPONSES,
+                   dependencies=[Depends(_view_ready)])
 NO_WINDOW: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorBody, "description": "no such window (expired or never written)"}}
 HLL_STANDARD_ERROR = 0.0081

@@ -57,8 +57,17 @@ def _open(service: Service, streams: list[str] | None, topics: list[str] | None,
           cities: list[str] | None, resume_id: str | None) -> tuple[Subscriber, positions.Vector | None]:
     serve = service.cfg.serve
     flt = make_filter(streams, topics, cities, serve.max_filter_values)
+    subscriber = Subscriber(flt, serve.client_buffer, serve.lag_warning_fraction)
+    if resume_id and positions.view_of(resume_id) != service.version:
+        # offsets of another view version's topics: nothing to resume here; start live, say why
+        positions.parse(resume_id)  # still refuse an id that is not one
+        subscriber.push_status(Status("view_switched", {
+            "version": service.version, "previous": positions.view_of(resume_id), "topics": service.topics,
+            "detail": f"the id belongs to view version {positions.view_of(resume_id)}; version "
+                      f"{service.version} is current: its events follow from now"}))
+        return subscriber, None
     resume = positions.parse(resume_id) if resume_id else None
-    return Subscriber(flt, serve.client_buffer, serve.lag_warning_fraction), resume
+    return subscriber, resume
 
 
 def _full(service: Service) -> bool:
