@@ -23,6 +23,7 @@ from jobs.common.kafka.adapter import Bound, read_options
 from jobs.common.spark import choose_backends
 from jobs.streaming.batch import KAFKA, REDIS, BatchProcessor, windows_from
 from jobs.streaming.preflight import check_retention
+from jobs.streaming.range_check import check_range
 from jobs.streaming.state import QueryLock, WatermarkLog, check_fingerprint, checkpoint_path, fingerprint
 
 logger = logging.getLogger(__name__)
@@ -113,6 +114,7 @@ def run_stream(cfg: KappaConfig, spec: RunSpec, progress: Callable[[str], None] 
 
     query = spec.query_name(cfg)
     checkpoint = checkpoint_path(cfg.lake.checkpoint_root, query)
+    check_range(cfg, spec.starting, spec.ending, replay=spec.mode == "replay")
     if spec.fresh and spec.mode == "replay":
         _wipe(checkpoint)
     lock = QueryLock(checkpoint, query)
@@ -183,7 +185,9 @@ def _run_query(spark, cfg: KappaConfig, spec: RunSpec, query: str, checkpoint: s
                stop: threading.Event | None) -> None:
     s = cfg.streaming
     options = {"maxOffsetsPerTrigger": spec.max_offsets_per_trigger or s.max_offsets_per_trigger,
-               "failOnDataLoss": str(s.fail_on_data_loss and not spec.skip_lost).lower()}
+               "failOnDataLoss": str(s.fail_on_data_loss and not spec.skip_lost).lower(),
+               # a --from time after a partition's last record starts that partition at its end
+               "startingOffsetsByTimestampStrategy": "latest"}
     if s.max_records_per_partition:
         options["maxRecordsPerPartition"] = s.max_records_per_partition
     ranges = _read_in_tasks(cfg)
