@@ -20,7 +20,8 @@ WEEK_MS = 7 * 24 * 3600 * 1000
 def week_topic(kafka_props):
     admin = AdminClient(kafka_props)
     name = f"week.{uuid.uuid4().hex[:10]}"
-    admin.create_topics([NewTopic(name, 2, 1, config={"retention.ms": str(WEEK_MS)})])[name].result(timeout=15)
+    week = NewTopic(name, 2, 1, config={"retention.ms": str(WEEK_MS)})
+    admin.create_topics([week])[name].result(timeout=15)
     producer = Producer(kafka_props)
     for index in range(6):
         producer.produce(name, value=b"{}", key=str(index).encode(), partition=index % 2)
