@@ -1,6 +1,7 @@
 """What a run of the job is doing, for ``kappa stream status``: its state record and a Kafka watch.
 
-:class:`RunStatus` keeps one Redis hash per query, ``<prefix>:status:<query>`` (docs/streaming.md):
+:class:`RunStatus` keeps one Redis hash per query, ``<prefix>:metrics:<query>:status``
+(docs/streaming.md), beside the query's metrics and like them no summary:
 ``state`` (``running``, ``waiting``, ``finished``, ``stopped``, ``failed``), ``mode``, ``pid``,
 ``since_ms`` (when the state began), ``updated_ms`` and ``detail`` (what it waits for, the end
 report or the error). It is written whatever the run's sinks are; a Redis that cannot be reached
@@ -43,7 +44,7 @@ class RunStatus:
     def __init__(self, cfg: KappaConfig, query: str, mode: str) -> None:
         from jobs.streaming.redis_sink import Keys, connect
 
-        self.key = Keys(cfg.streaming.redis_prefix)("status", query)
+        self.key = Keys(cfg.streaming.redis_prefix)("metrics", query, "status")
         self.mode, self.state = mode, ""
         self._client: Any = connect(cfg)
 
