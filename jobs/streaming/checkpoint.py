@@ -87,6 +87,19 @@ def corrupt_remedy(name: str) -> str:
             "<timestamp> --execute`); the old checkpoint is kept beside the new one")
 
 
+def after_failure(query: str, path: Path) -> str:
+    """What a failed query leaves behind, and what the next start does with it."""
+    broken = corrupt(path)
+    if broken:
+        return f"its checkpoint is corrupt: {broken}; {corrupt_remedy(query)}"
+    planned, committed = last_offsets(path), last_committed(path)
+    if planned is not None and (committed is None or planned[0] > committed):
+        return (f"batch {planned[0]} was planned but not committed: the next start retries it "
+                "(see platform.errors and docs/runbooks/streaming-down.md)")
+    return (f"no batch was left half done (checkpoint {path}); fix the cause and start again "
+            "(see platform.errors and docs/runbooks/streaming-down.md)")
+
+
 def inspect(cfg: KappaConfig, query: str | None = None) -> dict[str, Any]:
     """The checkpoint's last batch and offsets against Kafka and the Redis fence."""
     name, path = _query(cfg, query)

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import signal
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from jobs.common.config import KappaConfig
@@ -22,7 +22,7 @@ from jobs.common.errors import KappaError
 from jobs.common.kafka.adapter import Bound, read_options
 from jobs.common.spark import choose_backends
 from jobs.streaming.batch import KAFKA, REDIS, BatchProcessor, windows_from
-from jobs.streaming.checkpoint import corrupt, corrupt_remedy
+from jobs.streaming.checkpoint import after_failure, corrupt, corrupt_remedy
 from jobs.streaming.preflight import check_retention
 from jobs.streaming.range_check import check_range
 from jobs.streaming.state import (
@@ -32,9 +32,8 @@ from jobs.streaming.state import (
     check_fingerprint,
     checkpoint_path,
     fingerprint,
-    last_committed,
-    last_offsets,
 )
+from jobs.streaming.waiting import stop_on_signals, wait
 from jobs.streaming.watch import KafkaWatch, RunStatus
 
 logger = logging.getLogger(__name__)
@@ -59,7 +58,6 @@ without (docs/benchmarks.md). Other schemes (HDFS, S3) are untouched."""
 
 Mode = Literal["live", "replay"]
 SINKS = (KAFKA, REDIS)
-GRACEFUL_STOP_S = 300.0
 
 
 class StreamJobError(KappaError):
@@ -263,9 +261,9 @@ def _run_query(spark, cfg: KappaConfig, spec: RunSpec, query: str, checkpoint: s
         writer = writer.trigger(processingTime=f"{int(s.trigger_s * 1000)} milliseconds")
     progress(f"query {query}: starting ({spec.mode}, checkpoint {checkpoint})")
     running = writer.start()
-    stop = stop or _stop_on_signals()
+    stop = stop or stop_on_signals()
     try:
-        _wait(running, spec.mode, stop, progress, processor=processor, watch=watch)
+        wait(running, spec.mode, stop, progress, processor=processor, watch=watch)
     except Exception as exc:  # a failed query raises from awaitTermination
         if running.exception() is None:
             raise
@@ -280,78 +278,7 @@ def _run_query(spark, cfg: KappaConfig, spec: RunSpec, query: str, checkpoint: s
             raise TransientStartFailure(f"query {query} could not start a Python worker in time "
                                         "(the host is overloaded)")
         raise StreamJobError(f"query {query} failed: {_first_line(error)}; "
-                             f"{_after_failure(query, checkpoint)}")
-
-
-def _after_failure(query: str, checkpoint: str) -> str:
-    """What a failed query leaves behind, and what the next start does with it."""
-    from pathlib import Path
-
-    path = Path(checkpoint)
-    broken = corrupt(path)
-    if broken:
-        return f"its checkpoint is corrupt: {broken}; {corrupt_remedy(query)}"
-    planned, committed = last_offsets(path), last_committed(path)
-    if planned is not None and (committed is None or planned[0] > committed):
-        return (f"batch {planned[0]} was planned but not committed: the next start retries it "
-                "(see platform.errors and docs/runbooks/streaming-down.md)")
-    return (f"no batch was left half done (checkpoint {checkpoint}); fix the cause and start again "
-            "(see platform.errors and docs/runbooks/streaming-down.md)")
-
-
-def _wait(running, mode: Mode, stop: threading.Event, progress: Callable[[str], None], *,
-          processor: BatchProcessor, watch: KafkaWatch) -> None:
-    reported = processor.totals.batches
-    while running.isActive:
-        running.awaitTermination(0.5)
-        processor.check()  # a failed background apply fails the run even with no new batch
-        reported = _report_batches(processor, reported, progress)
-        watch.tick(processor.totals.batches)
-        if stop.is_set() and mode == "live":
-            progress("stop requested: stopping after the current batch")
-            _stop_between_batches(running)
-            break
-    _report_batches(processor, reported, progress)
-
-
-def _report_batches(processor: BatchProcessor, reported: int, progress: Callable[[str], None]) -> int:
-    """A progress line for the batch the job completed last, if it has not had one; the count."""
-    done = processor.totals.batches
-    if done != reported:
-        progress(batch_line(processor.totals.last_batch))
-    return done
-
-
-def batch_line(metrics: dict[str, Any]) -> str:
-    """One completed batch's progress line, from the job's own counts of Kafka records.
-
-    Spark's ``numInputRows`` is not used: it counts the source's rows, which are offset ranges
-    when the tasks read their ranges themselves (``streaming.read_in_tasks``), and Spark's
-    progress events also come for triggers that found no new data.
-    """
-    return (f"batch {metrics['batch_id']}: {metrics['input_rows']} records, {metrics['rows_per_s']:.0f} "
-            f"records/s, {metrics['dlq_rows']} dead-lettered, {metrics['batch_duration_ms']} ms")
-
-
-def _stop_between_batches(running) -> None:
-    deadline = time.monotonic() + GRACEFUL_STOP_S
-    while running.isActive and running.status.get("isTriggerActive") and time.monotonic() < deadline:
-        time.sleep(0.05)
-    running.stop()
-
-
-def _stop_on_signals() -> threading.Event:
-    event = threading.Event()
-
-    def handler(signum, frame) -> None:
-        del frame
-        logger.info("signal %d: the query stops after its current batch", signum)
-        event.set()
-
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, handler)
-        signal.signal(signal.SIGINT, handler)
-    return event
+                             f"{after_failure(query, Path(checkpoint))}")
 
 
 def _first_line(error: Any) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobs.streaming.job import batch_line
+from jobs.streaming.waiting import batch_line
 
 
 def test_the_line_reports_the_jobs_record_counts_of_that_batch() -> None:
