@@ -1,8 +1,9 @@
-"""``kappa stream status``: every query that reported its metrics to Redis, and how it is doing.
+"""``kappa stream status``: every query that reported its metrics or state to Redis, and how it is.
 
-A row per query: running or not (its lock), the last batch, rows/s, lag, watermark, where the
-last batch's time went (docs/streaming.md, ``platform.metrics``) and a Redis apply left pending
-by a stop or crash (docs/streaming.md, "Applied in the background").
+A row per query: its state (its lock and its state record, jobs/streaming/watch.py), the last
+batch, rows/s, lag, watermark, where the last batch's time went (docs/streaming.md,
+``platform.metrics``) and a Redis apply left pending by a stop or crash (docs/streaming.md,
+"Applied in the background").
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def _state(pid: int | None, recorded: str | None) -> str:
     ``running`` / ``waiting`` (for Kafka) while the lock is held; ``finished`` (a replay that
     reached its end), ``stopped`` (a live query stopped on request), ``failed``; ``ended`` when the
     record still says it runs but nobody holds the lock (killed, or the machine went down);
-    ``not running`` without a record (a query from before state records).
+    ``not running`` when there is no record.
     """
     if pid is not None:
         return "waiting" if recorded == "waiting" else "running"
