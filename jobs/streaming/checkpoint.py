@@ -55,10 +55,57 @@ def _partitions(cfg: KappaConfig) -> list[tuple[str, int]]:
         consumer.close()
 
 
+def corrupt(path: Path) -> str | None:
+    """The first unreadable file among the last offset and commit logs of a checkpoint, and why.
+
+    Spark's offset log file is ``v1``, a metadata JSON line, then one JSON line of offsets per
+    source; a commit file is ``v1`` and one JSON line. A torn or truncated last file (a full disk,
+    a copy cut short) stops every start of the query; the remedy is a new checkpoint.
+    """
+    for folder, least in (("offsets", 3), ("commits", 2)):
+        files = sorted((p for p in (path / folder).glob("*") if p.name.isdigit()),
+                       key=lambda p: int(p.name)) if (path / folder).is_dir() else []
+        if not files:
+            continue
+        last = files[-1]
+        try:
+            lines = last.read_text().splitlines()
+            for line in lines[1:]:
+                if line.strip() != "-":
+                    json.loads(line)
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            return f"{last} is unreadable ({exc})"
+        if len(lines) < least or not lines[0].startswith("v"):
+            return (f"{last} has {len(lines)} line(s), expected a version line and {least - 1} "
+                    "JSON line(s)")
+    return None
+
+
+def corrupt_remedy(name: str) -> str:
+    """What to do about a corrupt checkpoint (docs/runbooks/checkpoint.md)."""
+    return (f"rebuild it from the Redis fence: `kappa stream checkpoint rebuild --query {name} "
+            f"--execute` (or reset it to a time: `kappa stream checkpoint reset --query {name} --to "
+            "<timestamp> --execute`); the old checkpoint is kept beside the new one")
+
+
+def after_failure(query: str, path: Path) -> str:
+    """What a failed query leaves behind, and what the next start does with it."""
+    broken = corrupt(path)
+    if broken:
+        return f"its checkpoint is corrupt: {broken}; {corrupt_remedy(query)}"
+    planned, committed = last_offsets(path), last_committed(path)
+    if planned is not None and (committed is None or planned[0] > committed):
+        return (f"batch {planned[0]} was planned but not committed: the next start retries it "
+                "(see platform.errors and docs/runbooks/streaming-down.md)")
+    return (f"no batch was left half done (checkpoint {path}); fix the cause and start again "
+            "(see platform.errors and docs/runbooks/streaming-down.md)")
+
+
 def inspect(cfg: KappaConfig, query: str | None = None) -> dict[str, Any]:
     """The checkpoint's last batch and offsets against Kafka and the Redis fence."""
     name, path = _query(cfg, query)
-    planned = last_offsets(path)
+    broken = corrupt(path)
+    planned = None if broken else last_offsets(path)
     tps = _partitions(cfg)
     marks = watermarks(cfg, tps)
     fence = _fence(cfg)
@@ -73,11 +120,12 @@ def inspect(cfg: KappaConfig, query: str | None = None) -> dict[str, Any]:
             "earliest": earliest, "latest": latest,
             "lost": at is not None and at < earliest, "behind": None if at is None else latest - at,
             "sink_minus_checkpoint": None if at is None or tp not in fence else fence[tp] - at})
-    verdict = _verdict(path, planned, partitions)
+    verdict = (f"corrupt: {broken}; {corrupt_remedy(name)}" if broken
+               else _verdict(path, planned, partitions))
     pending = PendingApplyFile(path).read()
     return {"query": name, "checkpoint": str(path), "exists": path.is_dir(),
             "running_pid": lock_holder(path), "last_planned_batch": planned[0] if planned else None,
-            "last_committed_batch": last_committed(path), "partitions": partitions,
+            "last_committed_batch": None if broken else last_committed(path), "partitions": partitions,
             "pending_apply_batch": pending.get("batch_id") if pending else None,
             "verdict": verdict}
 

@@ -166,11 +166,13 @@ def submit(
 
 
 @stream_app.command("status")
-def status(as_json: Annotated[bool, JSON_OPTION] = False) -> None:
-    """Every query that reported to Redis: running or not, last batch, rows/s, lag, watermark."""
+def status(as_json: Annotated[bool, JSON_OPTION] = False,
+           hide_finished: Annotated[bool, typer.Option(
+               "--hide-finished", help="Leave out replays that reached their end.")] = False) -> None:
+    """Every query that reported: state (running, waiting, finished, stopped, failed), last batch, lag."""
     from jobs.streaming.status import status_lines, status_rows
 
-    rows = status_rows(load_config())
+    rows = status_rows(load_config(), finished=not hide_finished)
     if as_json:
         typer.echo(json.dumps(rows))
         return
