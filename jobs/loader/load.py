@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -42,16 +43,19 @@ from jobs.common.delta import (
 from jobs.common.errors import KappaError
 from jobs.loader import audit
 from jobs.loader.merge import deletion_vectors
-from jobs.loader.offsets import PartitionRange, Until, cap_ranges, plan
-from jobs.loader.scale import choose_write_path
+from jobs.loader.offsets import PartitionRange, Until, cap_ranges, plan, sample_record_bytes
+from jobs.loader.scale import choose_write_path, driver_batch_records
 from jobs.loader.suites import Rule, suite_rules
-from jobs.loader.tables import LoadTarget, quarantine_name, read_frame
+from jobs.loader.tables import LoadTarget, TableSpec, quarantine_name, read_frame
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
     from pyspark.sql import DataFrame, SparkSession
 
 logger = logging.getLogger(__name__)
+
+STACK_LINE = re.compile(r"^(at |\d+: |\.\.\. \d+ more)")
+MAX_ERROR_CHARS = 500
 
 
 class QualityFailure(KappaError):
@@ -121,6 +125,9 @@ def _load_batch(spark: SparkSession, cfg: KappaConfig, target: LoadTarget, *, un
         result.error = str(exc)
     except KappaError as exc:
         result.outcome, result.error = "error", str(exc)
+    except Exception as exc:  # Spark (Py4JJavaError), delta-rs, Kafka: this table fails, the others load
+        logger.debug("load failed table=%s", target.spec.name, exc_info=True)
+        result.outcome, result.error = "error", _summary(exc)
     result.duration_s = time.monotonic() - began
     progress(f"{target.spec.name}: {result.outcome} rows={result.rows} "
              f"quarantined={result.quarantined} in {result.duration_s:.1f}s")
@@ -133,12 +140,7 @@ def _load_table(spark: SparkSession, cfg: KappaConfig, target: LoadTarget, *, un
     snapshot = open_delta(target.uri)
     ranges = plan(cfg, spec, target.topic, snapshot, until=until, max_records=cfg.loader.max_records_per_run)
     rules = suite_rules(cfg, spec.name)
-    result.write_path, why = choose_write_path(cfg, spec, rules, sum(r.records for r in ranges))
-    if result.write_path == "executors" and spec.mode == "merge" and deletion_vectors(snapshot):
-        result.write_path, why = "driver", "the table has deletion vectors: delta-rs merges it"
-    if result.write_path == "driver":
-        capped = cap_ranges(ranges, cfg.loader.driver_path_max_rows)
-        result.cut, ranges = capped != ranges, capped
+    ranges, why = _choose_path(cfg, spec, rules, ranges, snapshot=snapshot, result=result)
     result.ranges = ranges
     planned = sum(r.records for r in ranges)
     if planned == 0:
@@ -155,6 +157,25 @@ def _load_table(spark: SparkSession, cfg: KappaConfig, target: LoadTarget, *, un
         _through_executors(cfg, batch, rules, frame)
     else:
         _through_driver(cfg, batch, frame.toArrow())
+
+
+def _choose_path(cfg: KappaConfig, spec: TableSpec, rules: list[Rule], ranges: list[PartitionRange], *,
+                 snapshot: DeltaTable | None, result: TableResult) -> tuple[list[PartitionRange], str]:
+    """Set the batch's write path; return its ranges (a driver-path batch cut to its budget) and why.
+
+    The records' size is sampled only where the driver path is in question.
+    """
+    records = sum(r.records for r in ranges)
+    result.write_path, why = choose_write_path(cfg, spec, rules, records)
+    sampled = sample_record_bytes(cfg, ranges) if result.write_path == "driver" and records else None
+    if sampled is not None:
+        result.write_path, why = choose_write_path(cfg, spec, rules, records, sampled)
+    if result.write_path == "executors" and spec.mode == "merge" and deletion_vectors(snapshot):
+        result.write_path, why = "driver", "the table has deletion vectors: delta-rs merges it"
+    if result.write_path == "driver":
+        capped = cap_ranges(ranges, driver_batch_records(cfg, sampled))
+        result.cut, ranges = capped != ranges, capped
+    return ranges, why
 
 
 @dataclass(frozen=True)
@@ -255,6 +276,16 @@ def _quarantine(cfg: KappaConfig, target: LoadTarget, commit: Commit, *, rows: p
     elif schema is not None:
         commit_files(uri, files or [], quarantine_schema(schema), snapshot=snapshot, partition_by=(),
                      commit=commit)
+
+
+def _summary(exc: Exception) -> str:
+    """One line for an unexpected failure: its type and message.
+
+    Without stack frames (Java's ``at ...`` lines, delta-rs's numbered backtrace).
+    """
+    lines = [line.strip() for line in str(exc).splitlines()]
+    text = " ".join(line for line in lines if line and not STACK_LINE.match(line))[:MAX_ERROR_CHARS]
+    return f"{type(exc).__name__}: {text}; see docs/runbooks/loader.md 'The loader is failing'"
 
 
 def _describe(ranges: list[PartitionRange]) -> str:

@@ -80,9 +80,32 @@ class LoadTarget:
     uri: str
 
 
-def targets(cfg: KappaConfig, names: list[str] | None = None) -> list[LoadTarget]:
-    """The tables to load (all enabled ones, or ``names``), in config order."""
+POLICIES = ("fail", "quarantine")
+
+
+def parse_policies(items: list[str] | None) -> dict[str, str]:
+    """``TABLE=POLICY`` operator overrides (``kappa load --policy``) as table -> policy."""
+    policies: dict[str, str] = {}
+    for item in items or []:
+        table, _, policy = item.partition("=")
+        if not table.strip() or policy.strip() not in POLICIES:
+            raise ConfigError(f"--policy {item!r}: expected TABLE=POLICY with POLICY one of "
+                              f"{', '.join(POLICIES)}, e.g. --policy gold.rsvp_summaries=quarantine")
+        policies[table.strip()] = policy.strip()
+    return policies
+
+
+def targets(cfg: KappaConfig, names: list[str] | None = None,
+            policies: dict[str, str] | None = None) -> list[LoadTarget]:
+    """The tables to load (all enabled ones, or ``names``), in config order.
+
+    ``policies`` overrides the configured quality policy of some tables for this run.
+    """
     configured = cfg.loader.tables
+    overridden = sorted(set(policies or {}) - set(configured))
+    if overridden:
+        raise ConfigError(f"--policy names unknown table(s) {', '.join(overridden)}; configured: "
+                          f"{', '.join(configured)}")
     unknown = sorted(set(names or []) - set(configured))
     if unknown:
         raise ConfigError(f"unknown table(s) {', '.join(unknown)}; configured: {', '.join(configured)} "
@@ -95,7 +118,8 @@ def targets(cfg: KappaConfig, names: list[str] | None = None) -> list[LoadTarget
         chosen = [name for name in configured if name in names]
     else:
         chosen = [name for name, table in configured.items() if table.enabled]
-    return [LoadTarget(SPECS[name], configured[name].topic, configured[name].quality_policy,
+    return [LoadTarget(SPECS[name], configured[name].topic,
+                       (policies or {}).get(name, configured[name].quality_policy),
                        table_uri(cfg.lake.root, name)) for name in chosen]
 
 
