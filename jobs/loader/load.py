@@ -10,7 +10,8 @@ commit.
 
 Each batch goes one of two write paths (jobs/loader/scale.py ``choose_write_path``): the driver
 path collects the batch as Arrow, validates it and writes it with delta-rs (at most
-``loader.driver_path_max_rows`` records per batch); the executor path validates and writes the
+``loader.driver_path_max_rows`` records and ``loader.driver_path_max_bytes`` of them per batch);
+the executor path validates and writes the
 data files on the executors and the driver commits them, with the same offsets and the same
 quality results. docs/tables.md "Write paths".
 """
@@ -69,7 +70,7 @@ class TableResult:
     """The outcome of one batch of one table (also one row of ``ops.load_audit``).
 
     ``write_path`` is the path that wrote it (``driver`` or ``executors``); ``cut`` says the
-    driver path cut the batch at ``loader.driver_path_max_rows`` (another batch follows).
+    driver path cut the batch at its row or byte budget (another batch follows).
     """
 
     table: str
@@ -102,7 +103,7 @@ def run_load(spark: SparkSession, cfg: KappaConfig, targets: list[LoadTarget], u
     results = []
     for target in targets:
         loaded = 0
-        while True:  # a driver-path batch cut at driver_path_max_rows is followed by the next one
+        while True:  # a driver-path batch cut at its budget is followed by the next one
             result = _load_batch(spark, cfg, target, until=until, run_id=run_id, progress=progress)
             audit.record(cfg, run_id, started_at, until.describe(), result)
             results.append(result)
