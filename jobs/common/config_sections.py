@@ -38,6 +38,7 @@ class LoaderConfig(Section):
     })
     max_records_per_run: int | None = Field(default=None, ge=1)  # per table; None = to the bound
     driver_path_max_rows: int = Field(default=500_000, ge=1)  # records per driver-path batch (measured)
+    driver_path_max_bytes: int = Field(default=128 * 1024 * 1024, ge=1)  # Kafka bytes per driver-path batch
     write_path: Literal["auto", "driver", "executors"] = "auto"  # who writes append tables' files
     executor_chunk_rows: int = Field(default=200_000, ge=1)  # rows an executor validates and writes at once
     freshness_max_age_s: int = Field(default=86_400, ge=1)  # DQ: newest event at most this old

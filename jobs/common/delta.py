@@ -110,7 +110,8 @@ def write_delta(uri: str, data: pa.Table, *, snapshot: DeltaTable | None, mode: 
         snapshot: the snapshot the caller planned against (None when the table did not exist);
             the commit is based on it, so a concurrent commit of the same app ids conflicts.
         mode: ``append``, or ``merge`` (upsert on ``merge_keys``: matched rows are replaced when
-            ``merge_condition`` holds, e.g. ``s.mtime >= t.mtime``; unmatched rows inserted).
+            ``merge_condition`` holds, e.g. ``s.mtime >= t.mtime``; unmatched rows inserted). A
+            merge that changes no row still commits ``commit``'s app versions (offsets only).
         partition_by: partition columns (used when the table is created).
         merge_keys: key columns of a merge.
         merge_condition: extra condition (aliases ``s`` source, ``t`` target) for updates.
@@ -125,9 +126,13 @@ def write_delta(uri: str, data: pa.Table, *, snapshot: DeltaTable | None, mode: 
     try:
         if mode == "merge" and snapshot is not None:
             predicate = " AND ".join(f"t.{key} = s.{key}" for key in merge_keys)
-            (snapshot.merge(data, predicate, source_alias="s", target_alias="t", merge_schema=True,
-                            commit_properties=props)
-             .when_matched_update_all(predicate=merge_condition).when_not_matched_insert_all().execute())
+            metrics = (snapshot.merge(data, predicate, source_alias="s", target_alias="t", merge_schema=True,
+                                      commit_properties=props)
+                       .when_matched_update_all(predicate=merge_condition).when_not_matched_insert_all()
+                       .execute()) if data.num_rows else {}
+            if commit is not None and commit.app_versions and not _merge_changed(metrics):
+                return commit_files(uri, [], pa.schema(snapshot.schema().to_arrow()), snapshot=snapshot,
+                                    partition_by=partition_by, commit=commit)
         else:
             create: Literal["error", "append"] = (
                 "error" if snapshot is None and exclusive_create else "append")
@@ -150,6 +155,15 @@ def write_delta(uri: str, data: pa.Table, *, snapshot: DeltaTable | None, mode: 
     version = DeltaTable(uri).version()
     logger.info("delta commit uri=%s mode=%s rows=%d version=%d", uri, mode, data.num_rows, version)
     return version
+
+
+def _merge_changed(metrics: Mapping[str, Any]) -> bool:
+    """Whether a delta-rs merge committed.
+
+    It makes no commit when it adds and removes no file (an empty source, or every source row
+    matched and none newer), so the caller records the offsets in a commit of their own.
+    """
+    return bool(metrics.get("num_target_files_added") or metrics.get("num_target_files_removed"))
 
 
 def _check_schema(uri: str, table: DeltaTable, incoming: pa.Schema) -> None:
@@ -241,6 +255,30 @@ def _still_live(uri: str, snapshot: DeltaTable, removed: Sequence[str], commit: 
             f"replaced {len(gone)} of the files this merge rewrites, moved {len(moved)} of its offsets); "
             "nothing of this write landed (its files stay unreferenced until vacuum): re-run")
     return newest
+
+
+def readable_datasets(table: DeltaTable) -> list[Any]:
+    """The table's live files as pyarrow datasets, one per set of column types found in them.
+
+    delta-rs merges write string columns as ``string_view`` while the table's schema (and the
+    files of appends) say ``string``; pyarrow has no kernel comparing the two, so a filter pushed
+    into one dataset over both fails ("Function 'equal' has no kernel matching input types
+    (string, string_view)"). Each dataset here declares its files' own types; a reader unions
+    them by column name (``kappa sql``: jobs/loader/sql.py). Costs one footer read per file.
+    """
+    whole = table.to_pyarrow_dataset()
+    groups: dict[str, tuple[pa.Schema, list[Any]]] = {}
+    for fragment in whole.get_fragments():
+        physical = fragment.physical_schema
+        schema = pa.schema([physical.field(item.name) if item.name in physical.names else item
+                            for item in whole.schema])
+        groups.setdefault(str(schema), (schema, []))[1].append(fragment)
+    if len(groups) <= 1 and all(schema.equals(whole.schema) for schema, _ in groups.values()):
+        return [whole]
+    import pyarrow.dataset as ds
+
+    return [ds.FileSystemDataset(fragments, schema, whole.format, whole.filesystem)
+            for schema, fragments in groups.values()]
 
 
 def write_delta_spark(df: DataFrame, uri: str, *, partition_by: Sequence[str], app_id: str,

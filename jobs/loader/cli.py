@@ -42,6 +42,9 @@ def load(
     until: Annotated[str | None, typer.Option(
         "--until", help='latest (default), offsets JSON {"rsvps.raw": {"0": 100}}, or a timestamp '
                         "(ISO with zone, or ms)")] = None,
+    policy: Annotated[list[str] | None, typer.Option(
+        "--policy", help="TABLE=fail|quarantine: the table's quality policy for this run (repeatable), "
+                         "e.g. --policy gold.rsvp_summaries=quarantine")] = None,
     as_json: Annotated[bool, JSON_OPTION] = False,
 ) -> None:
     """Load each table from its recorded offsets up to --until; one Delta commit per table."""
@@ -50,10 +53,10 @@ def load(
     from jobs.loader.load import run_load
     from jobs.loader.offsets import parse_until
     from jobs.loader.scale import loader_spark
-    from jobs.loader.tables import targets
+    from jobs.loader.tables import parse_policies, targets
 
     cfg = load_config()
-    bound, chosen = parse_until(until), targets(cfg, _names(tables))
+    bound, chosen = parse_until(until), targets(cfg, _names(tables), parse_policies(policy))
     spark = loader_spark(cfg, app_name="kappa-loader")
     results = run_load(spark, cfg, chosen, bound, progress)
     if as_json:

@@ -10,7 +10,8 @@ commit.
 
 Each batch goes one of two write paths (jobs/loader/scale.py ``choose_write_path``): the driver
 path collects the batch as Arrow, validates it and writes it with delta-rs (at most
-``loader.driver_path_max_rows`` records per batch); the executor path validates and writes the
+``loader.driver_path_max_rows`` records and ``loader.driver_path_max_bytes`` of them per batch);
+the executor path validates and writes the
 data files on the executors and the driver commits them, with the same offsets and the same
 quality results. docs/tables.md "Write paths".
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -42,16 +44,19 @@ from jobs.common.delta import (
 from jobs.common.errors import KappaError
 from jobs.loader import audit
 from jobs.loader.merge import deletion_vectors
-from jobs.loader.offsets import PartitionRange, Until, cap_ranges, plan
-from jobs.loader.scale import choose_write_path
+from jobs.loader.offsets import PartitionRange, Until, cap_ranges, plan, sample_record_bytes
+from jobs.loader.scale import choose_write_path, driver_batch_records
 from jobs.loader.suites import Rule, suite_rules
-from jobs.loader.tables import LoadTarget, quarantine_name, read_frame
+from jobs.loader.tables import LoadTarget, TableSpec, quarantine_name, read_frame
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
     from pyspark.sql import DataFrame, SparkSession
 
 logger = logging.getLogger(__name__)
+
+STACK_LINE = re.compile(r"^(at |\d+: |\.\.\. \d+ more)")
+MAX_ERROR_CHARS = 500
 
 
 class QualityFailure(KappaError):
@@ -65,7 +70,7 @@ class TableResult:
     """The outcome of one batch of one table (also one row of ``ops.load_audit``).
 
     ``write_path`` is the path that wrote it (``driver`` or ``executors``); ``cut`` says the
-    driver path cut the batch at ``loader.driver_path_max_rows`` (another batch follows).
+    driver path cut the batch at its row or byte budget (another batch follows).
     """
 
     table: str
@@ -98,7 +103,7 @@ def run_load(spark: SparkSession, cfg: KappaConfig, targets: list[LoadTarget], u
     results = []
     for target in targets:
         loaded = 0
-        while True:  # a driver-path batch cut at driver_path_max_rows is followed by the next one
+        while True:  # a driver-path batch cut at its budget is followed by the next one
             result = _load_batch(spark, cfg, target, until=until, run_id=run_id, progress=progress)
             audit.record(cfg, run_id, started_at, until.describe(), result)
             results.append(result)
@@ -121,6 +126,9 @@ def _load_batch(spark: SparkSession, cfg: KappaConfig, target: LoadTarget, *, un
         result.error = str(exc)
     except KappaError as exc:
         result.outcome, result.error = "error", str(exc)
+    except Exception as exc:  # Spark (Py4JJavaError), delta-rs, Kafka: this table fails, the others load
+        logger.debug("load failed table=%s", target.spec.name, exc_info=True)
+        result.outcome, result.error = "error", _summary(exc)
     result.duration_s = time.monotonic() - began
     progress(f"{target.spec.name}: {result.outcome} rows={result.rows} "
              f"quarantined={result.quarantined} in {result.duration_s:.1f}s")
@@ -133,12 +141,7 @@ def _load_table(spark: SparkSession, cfg: KappaConfig, target: LoadTarget, *, un
     snapshot = open_delta(target.uri)
     ranges = plan(cfg, spec, target.topic, snapshot, until=until, max_records=cfg.loader.max_records_per_run)
     rules = suite_rules(cfg, spec.name)
-    result.write_path, why = choose_write_path(cfg, spec, rules, sum(r.records for r in ranges))
-    if result.write_path == "executors" and spec.mode == "merge" and deletion_vectors(snapshot):
-        result.write_path, why = "driver", "the table has deletion vectors: delta-rs merges it"
-    if result.write_path == "driver":
-        capped = cap_ranges(ranges, cfg.loader.driver_path_max_rows)
-        result.cut, ranges = capped != ranges, capped
+    ranges, why = _choose_path(cfg, spec, rules, ranges, snapshot=snapshot, result=result)
     result.ranges = ranges
     planned = sum(r.records for r in ranges)
     if planned == 0:
@@ -155,6 +158,25 @@ def _load_table(spark: SparkSession, cfg: KappaConfig, target: LoadTarget, *, un
         _through_executors(cfg, batch, rules, frame)
     else:
         _through_driver(cfg, batch, frame.toArrow())
+
+
+def _choose_path(cfg: KappaConfig, spec: TableSpec, rules: list[Rule], ranges: list[PartitionRange], *,
+                 snapshot: DeltaTable | None, result: TableResult) -> tuple[list[PartitionRange], str]:
+    """Set the batch's write path; return its ranges (a driver-path batch cut to its budget) and why.
+
+    The records' size is sampled only where the driver path is in question.
+    """
+    records = sum(r.records for r in ranges)
+    result.write_path, why = choose_write_path(cfg, spec, rules, records)
+    sampled = sample_record_bytes(cfg, ranges) if result.write_path == "driver" and records else None
+    if sampled is not None:
+        result.write_path, why = choose_write_path(cfg, spec, rules, records, sampled)
+    if result.write_path == "executors" and spec.mode == "merge" and deletion_vectors(snapshot):
+        result.write_path, why = "driver", "the table has deletion vectors: delta-rs merges it"
+    if result.write_path == "driver":
+        capped = cap_ranges(ranges, driver_batch_records(cfg, sampled))
+        result.cut, ranges = capped != ranges, capped
+    return ranges, why
 
 
 @dataclass(frozen=True)
@@ -255,6 +277,16 @@ def _quarantine(cfg: KappaConfig, target: LoadTarget, commit: Commit, *, rows: p
     elif schema is not None:
         commit_files(uri, files or [], quarantine_schema(schema), snapshot=snapshot, partition_by=(),
                      commit=commit)
+
+
+def _summary(exc: Exception) -> str:
+    """One line for an unexpected failure: its type and message.
+
+    Without stack frames (Java's ``at ...`` lines, delta-rs's numbered backtrace).
+    """
+    lines = [line.strip() for line in str(exc).splitlines()]
+    text = " ".join(line for line in lines if line and not STACK_LINE.match(line))[:MAX_ERROR_CHARS]
+    return f"{type(exc).__name__}: {text}; see docs/runbooks/loader.md 'The loader is failing'"
 
 
 def _describe(ranges: list[PartitionRange]) -> str:

@@ -2,7 +2,10 @@
 
 Only partitions whose date is older than ``loader.open_partition_days`` are compacted, so the
 loader (which appends to recent dates) never races the compaction; a concurrent commit would
-still only make one of them fail (Delta optimistic concurrency), never corrupt the table.
+still only make one of them fail (Delta optimistic concurrency), never corrupt the table. The
+loader's own logs (``ops.load_audit``, ``ops.quality_results``: one small file per run, no
+partitions) are compacted whole once they hold ``loader.compact_min_files`` files; a run
+appending meanwhile does not conflict with it (a blind append).
 Vacuum (the table's and its quarantine table's) removes files older than the retention that no
 commit references any more or ever did, and refuses a retention below ``loader.vacuum_floor_h``
 or the slowest reader's lag.
@@ -21,7 +24,9 @@ from deltalake import DeltaTable
 from jobs.common.config import KappaConfig
 from jobs.common.delta import open_delta, table_uri
 from jobs.common.errors import ConfigError
-from jobs.loader.tables import LoadTarget, quarantine_name
+from jobs.loader.tables import AUDIT_TABLE, QUALITY_TABLE, LoadTarget, quarantine_name
+
+LOGS = (AUDIT_TABLE, QUALITY_TABLE)
 
 
 class RetentionTooShort(ConfigError):
@@ -84,6 +89,24 @@ def maintain_table(cfg: KappaConfig, target: LoadTarget, retention_h: int, dry_r
     return report
 
 
+def maintain_log(cfg: KappaConfig, name: str, retention_h: int, dry_run: bool) -> dict[str, Any]:
+    """Compact one of the loader's log tables whole (unpartitioned) and vacuum it."""
+    table = open_delta(table_uri(cfg.lake.root, name))
+    report: dict[str, Any] = {"table": name, "files_before": 0, "bytes_before": 0, "files_after": 0,
+                              "bytes_after": 0, "compacted_partitions": [], "vacuumed_files": 0}
+    if table is None:
+        return report
+    files, size, _ = _files(table, None)
+    report |= {"files_before": files, "bytes_before": size}
+    if files >= cfg.loader.compact_min_files and not dry_run:
+        table.optimize.compact(target_size=cfg.loader.compact_target_mb * 1024 * 1024)
+        report["compacted_partitions"] = [""]
+        table = DeltaTable(table.table_uri)
+    removed = _vacuum(table, retention_h, dry_run)
+    files, size, _ = _files(DeltaTable(table.table_uri), None)
+    return report | {"files_after": files, "bytes_after": size, "vacuumed_files": len(removed)}
+
+
 def _vacuum(table: DeltaTable, retention_h: int, dry_run: bool) -> list[str]:
     """Delete files older than the retention that the log no longer (or never) references.
 
@@ -104,4 +127,7 @@ def run_maintenance(cfg: KappaConfig, targets: list[LoadTarget], retention_h: in
     for target in targets:
         progress(f"{target.spec.name}: compacting closed partitions, vacuum retention {hours}h")
         reports.append(maintain_table(cfg, target, hours, dry_run))
+    for name in LOGS:
+        progress(f"{name}: compacting, vacuum retention {hours}h")
+        reports.append(maintain_log(cfg, name, hours, dry_run))
     return reports

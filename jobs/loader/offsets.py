@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -17,6 +18,9 @@ from jobs.common.kafka.options import parse_source_options
 from jobs.loader.tables import TableSpec
 
 LATEST = "latest"
+SAMPLE_RECORDS = 200  # per partition, to estimate a batch's bytes
+SAMPLE_TIMEOUT_S = 10.0
+SAMPLE_FETCH_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -124,3 +128,43 @@ def latest_offsets(cfg: KappaConfig, topic: str) -> dict[tuple[str, int], tuple[
     tps = reader.topic_partitions()
     earliest, latest = reader.earliest(tps), reader.latest(tps)
     return {tp: (earliest[tp], latest[tp]) for tp in tps}
+
+
+def sample_record_bytes(cfg: KappaConfig, ranges: list[PartitionRange],
+                        per_partition: int = SAMPLE_RECORDS) -> float | None:
+    """Mean Kafka size (key + value + headers) of the first records of each range.
+
+    Reads at most ``per_partition`` records of each partition (small fetches), for at most
+    ``SAMPLE_TIMEOUT_S``; None when no record could be read.
+    """
+    from confluent_kafka import Consumer, TopicPartition
+
+    wanted = {(r.topic, r.partition): min(r.records, per_partition) for r in ranges if r.records}
+    if not wanted:
+        return None
+    props = {**cfg.kafka.client_config(), "group.id": "kappa-loader-sizing", "enable.auto.commit": False,
+             "fetch.max.bytes": SAMPLE_FETCH_BYTES, "max.partition.fetch.bytes": SAMPLE_FETCH_BYTES}
+    consumer = Consumer(props)
+    seen = dict.fromkeys(wanted, 0)
+    total = 0
+    try:
+        consumer.assign([TopicPartition(r.topic, r.partition, r.start) for r in ranges if r.records])
+        deadline = time.monotonic() + SAMPLE_TIMEOUT_S
+        while time.monotonic() < deadline and any(seen[tp] < count for tp, count in wanted.items()):
+            for message in consumer.consume(500, timeout=1.0):
+                tp = (message.topic(), message.partition())
+                if message.error() or tp not in seen or seen[tp] >= wanted[tp]:
+                    continue
+                seen[tp] += 1
+                total += _record_bytes(message)
+    finally:
+        consumer.close()
+    count = sum(seen.values())
+    return total / count if count else None
+
+
+def _record_bytes(message: Any) -> int:
+    """Bytes of a consumed message: key, value, header names and values."""
+    headers = message.headers() or []
+    return (len(message.key() or b"") + len(message.value() or b"")
+            + sum(len(name) + len(value or b"") for name, value in headers))

@@ -99,9 +99,14 @@ class Written:
         return sum(item["records"] for item in self.quarantine)
 
 
-def choose_write_path(cfg: KappaConfig, spec: TableSpec, rules: Sequence[Rule],
-                      records: int) -> tuple[str, str]:
-    """``driver`` or ``executors`` for a batch of ``records`` offsets, and why (docs/tables.md)."""
+def choose_write_path(cfg: KappaConfig, spec: TableSpec, rules: Sequence[Rule], records: int,
+                      record_bytes: float | None = None) -> tuple[str, str]:
+    """``driver`` or ``executors`` for a batch of ``records`` offsets, and why (docs/tables.md).
+
+    ``record_bytes`` is the mean Kafka size of the batch's records (a sample's, or None when
+    unknown): ``auto`` sends a batch over ``loader.driver_path_max_bytes`` to the executors, since
+    the driver's memory follows the bytes collected, not the rows.
+    """
     setting, master = cfg.loader.write_path, cfg.spark.master
     unready = executor_unready(list(rules), spec.keys)
     if unready:
@@ -110,10 +115,27 @@ def choose_write_path(cfg: KappaConfig, spec: TableSpec, rules: Sequence[Rule],
         return setting, f"loader.write_path={setting}"
     if _cluster(master):
         return "executors", f"spark.master={master} is a cluster"
-    limit = cfg.loader.driver_path_max_rows
+    limit, budget = cfg.loader.driver_path_max_rows, cfg.loader.driver_path_max_bytes
     if records > limit:
         return "executors", f"{records} records > loader.driver_path_max_rows={limit}"
-    return "driver", f"{records} records <= loader.driver_path_max_rows={limit}"
+    size = records * (record_bytes or 0)
+    if size > budget:
+        return "executors", (f"{records} records of about {record_bytes:.0f} bytes ({size:.0f} bytes) > "
+                             f"loader.driver_path_max_bytes={budget}")
+    return "driver", (f"{records} records <= loader.driver_path_max_rows={limit}, about {size:.0f} bytes <= "
+                      f"loader.driver_path_max_bytes={budget}")
+
+
+def driver_batch_records(cfg: KappaConfig, record_bytes: float | None) -> int:
+    """The most records of one driver-path batch.
+
+    ``driver_path_max_rows``, and no more than fit ``driver_path_max_bytes`` at ``record_bytes``
+    each (at least one).
+    """
+    limit = cfg.loader.driver_path_max_rows
+    if not record_bytes:
+        return limit
+    return max(1, min(limit, int(cfg.loader.driver_path_max_bytes // record_bytes)))
 
 
 def worker_conf(cfg: KappaConfig) -> dict[str, str]:

@@ -1,8 +1,10 @@
-"""``kappa sql``: read-only DuckDB SQL over every Delta table of the lake.
+"""``kappa sql``: read-only DuckDB SQL over the Delta tables of the lake.
 
-Each table is a delta-rs ``to_pyarrow_dataset()`` (the live file list from the Delta log, never
-a plain Parquet read of the folder), registered as the view ``<schema>_<table>`` and, for
-readable SQL, as ``<schema>.<table>`` (a DuckDB schema per lake schema). Both names work.
+Each table is read through delta-rs datasets (the live file list from the Delta log, never a
+plain Parquet read of the folder: jobs/common/delta.py ``readable_datasets``), registered as the
+view ``<schema>_<table>`` and, for readable SQL, as ``<schema>.<table>`` (a DuckDB schema per
+lake schema). Both names work. Only the tables a query names are opened (all of them when it
+names none, e.g. ``SHOW ALL TABLES``): opening a table costs a read of its log and file footers.
 """
 
 from __future__ import annotations
@@ -11,11 +13,12 @@ import csv
 import io
 import json
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
 from jobs.common.config import KappaConfig
-from jobs.common.delta import local_path, open_delta, table_uri
+from jobs.common.delta import local_path, open_delta, readable_datasets, table_uri
 from jobs.common.errors import ConfigError, KappaError
 from jobs.loader.tables import AUDIT_TABLE, QUALITY_TABLE, SPECS
 
@@ -40,8 +43,21 @@ def table_names(cfg: KappaConfig) -> list[str]:
     return names
 
 
-def connect(cfg: KappaConfig) -> Any:
-    """A DuckDB connection with every existing table registered by name.
+def named_in(query: str, names: list[str]) -> list[str]:
+    """The tables of ``names`` that ``query`` may refer to (every one when it names none).
+
+    A table counts when its short name stands in the query between non-alphanumeric characters
+    (``silver.rsvps``, ``"silver"."rsvps"``, ``silver_rsvps``); a false match only opens a table
+    more.
+    """
+    found = [name for name in names
+             if re.search(rf"(?<![A-Za-z0-9]){re.escape(name.partition('.')[2])}(?![A-Za-z0-9])", query,
+                          flags=re.IGNORECASE)]
+    return found or names
+
+
+def connect(cfg: KappaConfig, names: list[str] | None = None) -> Any:
+    """A DuckDB connection with the existing tables of ``names`` (default: all) registered.
 
     The base names of the view tables (``silver.rsvps``, ``gold.rsvp_summaries``, ...) read the
     current view version's tables (docs/reprocess.md); ``silver.rsvps_v2`` names a version's own.
@@ -50,16 +66,21 @@ def connect(cfg: KappaConfig) -> Any:
 
     con = duckdb.connect()
     aliases = {versioned: base for base, versioned in _current_tables(cfg).items() if versioned != base}
-    for name in table_names(cfg):
+    wanted = table_names(cfg) if names is None else names
+    chosen = [*wanted, *(v for v, base in aliases.items() if base in wanted and v not in wanted)]
+    for name in chosen:
         table = open_delta(table_uri(cfg.lake.root, name))
         if table is None:
             continue
-        for shown in (name, aliases.get(name)) if name in aliases else (name,):
-            assert shown is not None
+        parts = readable_datasets(table)
+        for shown in (name, aliases[name]) if name in aliases else (name,):
             schema, _, short = shown.partition(".")
             flat = f"{schema}_{short}"
-            con.execute(f'DROP VIEW IF EXISTS "{flat}"')
-            con.register(flat, table.to_pyarrow_dataset())
+            for index, dataset in enumerate(parts):
+                con.register(f"{flat}__{index}", dataset)
+            union = " UNION ALL BY NAME ".join(f'SELECT * FROM "{flat}__{index}"'
+                                               for index in range(len(parts)))
+            con.execute(f'CREATE OR REPLACE VIEW "{flat}" AS {union}')
             con.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
             con.execute(f'CREATE OR REPLACE VIEW "{schema}"."{short}" AS SELECT * FROM "{flat}"')
     return con
@@ -83,15 +104,24 @@ def run_sql(cfg: KappaConfig, query: str) -> tuple[list[str], list[tuple]]:
         raise ConfigError(f"kappa sql runs read-only queries (SELECT / WITH ...); got {query[:40]!r}")
     import duckdb
 
-    con = connect(cfg)
+    con = connect(cfg, named_in(query, table_names(cfg)))
     try:
         cursor = con.execute(query)
         return [column[0] for column in cursor.description or []], cursor.fetchall()
     except duckdb.Error as exc:
-        raise SqlError(f"{exc}; tables are named schema.table or schema_table, see docs/tables.md "
-                       f"(present: {', '.join(_present(cfg)) or 'none yet: run kappa load'})") from exc
+        message = _one_line(exc)
+        if isinstance(exc, duckdb.CatalogException) and "Table with name" in message:
+            message += (f"; tables are named schema.table or schema_table, see docs/tables.md (present: "
+                        f"{', '.join(_present(cfg)) or 'none yet: run kappa load'})")
+        raise SqlError(message) from exc
     finally:
         con.close()
+
+
+def _one_line(exc: Exception) -> str:
+    """DuckDB's message without the query excerpt it appends (``LINE 1: ...`` and a caret)."""
+    lines = str(exc).split("\nLINE ")[0].splitlines()
+    return " ".join(line.strip() for line in lines if line.strip())
 
 
 def _present(cfg: KappaConfig) -> list[str]:
@@ -99,7 +129,10 @@ def _present(cfg: KappaConfig) -> list[str]:
 
 
 def render(columns: list[str], rows: list[tuple], fmt: str) -> str:
-    """Rows as an aligned text table, JSON (a list of objects) or CSV with a header."""
+    """Rows as an aligned text table, JSON (a list of objects) or CSV with a header.
+
+    In CSV, arrays and structs are JSON text and nulls are empty cells.
+    """
     if fmt not in FORMATS:
         raise ConfigError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
     if fmt == "json":
@@ -108,10 +141,16 @@ def render(columns: list[str], rows: list[tuple], fmt: str) -> str:
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(columns)
-        writer.writerows(rows)
+        writer.writerows([[_csv_cell(value) for value in row] for row in rows])
         return out.getvalue().rstrip("\n")
     cells = [columns, *[["" if v is None else str(v) for v in row] for row in rows]]
     widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
     lines = ["  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip() for line in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join([*lines, f"({len(rows)} rows)"])
+
+
+def _csv_cell(value: Any) -> Any:
+    if isinstance(value, list | tuple | dict):
+        return json.dumps(value, default=str, ensure_ascii=False)
+    return value

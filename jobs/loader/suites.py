@@ -45,7 +45,13 @@ def _not_null(column: str) -> Rule:
 
 
 def _between(column: str, low: float | None, high: float | None) -> Rule:
-    return Rule(f"{column} between {low} and {high}", "ExpectColumnValuesToBeBetween",
+    if high is None:
+        name = f"{column} at least {low}"
+    elif low is None:
+        name = f"{column} at most {high}"
+    else:
+        name = f"{column} between {low} and {high}"
+    return Rule(name, "ExpectColumnValuesToBeBetween",
                 {"column": column, "min_value": low, "max_value": high})
 
 

@@ -83,15 +83,36 @@ class LoadTarget:
     uri: str
 
 
-def targets(cfg: KappaConfig, names: list[str] | None = None) -> list[LoadTarget]:
+POLICIES = ("fail", "quarantine")
+
+
+def parse_policies(items: list[str] | None) -> dict[str, str]:
+    """``TABLE=POLICY`` operator overrides (``kappa load --policy``) as table -> policy."""
+    policies: dict[str, str] = {}
+    for item in items or []:
+        table, _, policy = item.partition("=")
+        if not table.strip() or policy.strip() not in POLICIES:
+            raise ConfigError(f"--policy {item!r}: expected TABLE=POLICY with POLICY one of "
+                              f"{', '.join(POLICIES)}, e.g. --policy gold.rsvp_summaries=quarantine")
+        policies[table.strip()] = policy.strip()
+    return policies
+
+
+def targets(cfg: KappaConfig, names: list[str] | None = None,
+            policies: dict[str, str] | None = None) -> list[LoadTarget]:
     """The tables to load (all enabled ones, or ``names``), in config order.
 
     The tables of every view version with outputs are loaded (``silver.rsvps`` and, while version 2
-    is built or kept, ``silver.rsvps_v2``: docs/reprocess.md).
+    is built or kept, ``silver.rsvps_v2``: docs/reprocess.md). ``policies`` overrides the
+    configured quality policy of some tables for this run.
     """
     from jobs.common.views import live_tables
 
     configured = live_tables(cfg)
+    overridden = sorted(set(policies or {}) - set(configured))
+    if overridden:
+        raise ConfigError(f"--policy names unknown table(s) {', '.join(overridden)}; configured: "
+                          f"{', '.join(configured)}")
     unknown = sorted(set(names or []) - set(configured))
     if unknown:
         raise ConfigError(f"unknown table(s) {', '.join(unknown)}; configured: {', '.join(configured)} "
@@ -105,7 +126,8 @@ def targets(cfg: KappaConfig, names: list[str] | None = None) -> list[LoadTarget
     else:
         chosen = [name for name, table in configured.items() if table.enabled]
     return [LoadTarget(spec_of(name), configured[name].topic,  # type: ignore[arg-type]
-                       configured[name].quality_policy, table_uri(cfg.lake.root, name)) for name in chosen]
+                       (policies or {}).get(name, configured[name].quality_policy),
+                       table_uri(cfg.lake.root, name)) for name in chosen]
 
 
 def spec_of(name: str) -> TableSpec | None:

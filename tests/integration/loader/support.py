@@ -47,14 +47,15 @@ def produce_raw(props: dict[str, str], topic: str, count: int, partitions: int =
 
 
 def analyzed(rsvp_id: int, event_ms: int, *, city: str = "Barcelona", response: str = "yes",
-             guests: int = 0, offset: int = 0, topics: tuple[str, ...] = ("Salsa",)) -> bytes:
+             guests: int = 0, offset: int = 0, topics: tuple[str, ...] = ("Salsa",),
+             lat: float = 41.36, lon: float = 2.15) -> bytes:
     """One rsvps.analyzed value in the documented format (docs/streaming.md, schema_version 1)."""
     stamp = dt.datetime.fromtimestamp(event_ms / 1000, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
     return json.dumps({
         "schema_version": 1, "rsvp_id": rsvp_id, "event_time_ms": event_ms, "event_time": stamp,
         "event_id": f"ev{rsvp_id % 2}", "event_name": "Stand-up Comedy Mixer", "group_id": 123,
         "group_name": "Comedy BCN", "member_id": 1000 + rsvp_id, "response": response, "guests": guests,
-        "topics": list(topics), "city": city, "country": "ES", "state": None, "lat": 41.36, "lon": 2.15,
+        "topics": list(topics), "city": city, "country": "ES", "state": None, "lat": lat, "lon": lon,
         "venue_id": 24231817, "source_topic": "rsvps.raw", "source_partition": 0, "source_offset": offset,
         "kafka_timestamp_ms": event_ms + 120, "ingest_lag_ms": 120, "late": False}).encode()
 

@@ -7,10 +7,12 @@ import datetime as dt
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
+from jobs.common.delta import table_uri
 from jobs.loader.maintain import run_maintenance
 from jobs.loader.tables import targets
 
 OLD_DAY = dt.date(2026, 1, 1)
+LOGS = ("ops.load_audit", "ops.quality_results")
 
 
 def _batch(first: int, day: dt.date) -> pa.Table:
@@ -45,3 +47,19 @@ def test_vacuum_refuses_retention_below_floor(lake, run_kappa):
     result = run_kappa("maintain", "--retention-h", "2", env=env.env)
     assert result.returncode == 2, result.stderr
     assert "error: vacuum retention 2h is below the floor of 24h" in result.stderr
+
+
+def test_the_loader_logs_are_compacted(lake):
+    env = lake({"bronze.rsvps_raw": {}}, compact_min_files=3)
+    for name in LOGS:
+        for run in range(5):
+            write_deltalake(table_uri(env.cfg.lake.root, name), pa.table({"run_id": [f"r{run}"]}),
+                            mode="append")
+
+    maintained = run_maintenance(env.cfg, targets(env.cfg), None, dry_run=False)
+    reports = {item["table"]: item for item in maintained}
+
+    for name in LOGS:
+        assert (reports[name]["files_before"], reports[name]["files_after"]) == (5, 1)
+        rows = DeltaTable(table_uri(env.cfg.lake.root, name)).to_pyarrow_table().column("run_id").to_pylist()
+        assert sorted(rows) == ["r0", "r1", "r2", "r3", "r4"]

@@ -150,3 +150,25 @@ def test_bad_write_path_exits_2_with_one_line(run_kappa):
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "loader.write_path" in lines[0], lines
+
+
+def test_byte_budget_picks_the_executors_and_a_broken_table_is_an_error_row(lake, spark, kafka_props):
+    """Nine ~80-byte records exceed a 500-byte driver budget (the row limit alone would keep the
+    driver path); ops.dlq's log is unreadable: its load is an `error` row, bronze still loads."""
+    env = lake({DLQ: {}, BRONZE: {}}, driver_path_max_bytes=500)
+    produce_raw(kafka_props, env.topics[BRONZE], 9)
+    produce(kafka_props, env.topics[DLQ], [(None, b"{not json", 0)])
+    log = Path(table_uri(env.cfg.lake.root, DLQ)) / "_delta_log"
+    log.mkdir(parents=True)
+    (log / "00000000000000000000.json").write_text("{not json\n")
+
+    results = run_load(spark, env.cfg, targets(env.cfg), parse_until("latest"))
+
+    assert [(r.table, r.outcome, r.rows, r.write_path) for r in results] == [
+        (DLQ, "error", 0, "driver"), (BRONZE, "committed", 9, "executors")]
+    assert results[0].error.startswith("DeltaError: ") and "\n" not in results[0].error
+    from jobs.loader.sql import run_sql
+
+    audit = run_sql(env.cfg, "SELECT table_name, outcome, error FROM ops.load_audit ORDER BY table_name")[1]
+    assert [(table, outcome) for table, outcome, _ in audit] == [(BRONZE, "committed"), (DLQ, "error")]
+    assert audit[1][2] == results[0].error

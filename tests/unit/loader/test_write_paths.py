@@ -18,7 +18,7 @@ from jobs.loader.chunks import chunk_report, combine, executor_unready, sort_key
 from jobs.loader.files import NULL_PARTITION, file_stats, write_files
 from jobs.loader.offsets import PartitionRange, cap_ranges
 from jobs.loader.quality import judge, measure, split_rows
-from jobs.loader.scale import choose_write_path, chunks, worker_conf
+from jobs.loader.scale import choose_write_path, chunks, driver_batch_records, worker_conf
 from jobs.loader.suites import Rule, suite_rules
 from jobs.loader.tables import SPECS, LoadTarget
 
@@ -47,6 +47,25 @@ def test_write_path_choice(table, loader, master, records, path):
     cfg = _cfg(**loader).model_copy(update={"spark": _cfg().spark.model_copy(update={"master": master})})
     chosen, why = choose_write_path(cfg, SPECS[table], suite_rules(cfg, table), records)
     assert chosen == path, why
+
+
+@pytest.mark.parametrize(("loader", "records", "record_bytes", "path"), [
+    ({}, 300_000, 975.0, "executors"),           # 292 MB: the batch that ran the driver out of memory
+    ({}, 500_000, 260.0, "driver"),              # 130 MB
+    ({"driver_path_max_bytes": 1_000}, 11, 100.0, "executors"),
+    ({"driver_path_max_bytes": 1_000}, 10, 100.0, "driver"),
+    ({"driver_path_max_bytes": 1_000}, 11, None, "driver"),  # size unknown: the row limit alone
+])
+def test_write_path_choice_by_bytes(loader, records, record_bytes, path):
+    cfg = _cfg(**loader)
+    chosen, why = choose_write_path(cfg, BRONZE, suite_rules(cfg, BRONZE.name), records, record_bytes)
+    assert chosen == path, why
+
+
+def test_driver_batches_are_cut_to_the_byte_budget():
+    cfg = _cfg(driver_path_max_rows=1_000, driver_path_max_bytes=10_000)
+    assert [driver_batch_records(cfg, size) for size in (None, 1.0, 100.0, 3_000.0, 50_000.0)] == [
+        1_000, 1_000, 100, 3, 1]
 
 
 @pytest.mark.parametrize(("write_path", "master", "daemon"), [
