@@ -11,7 +11,6 @@ in process over this test's metadata DB), exactly as the Required Actions page d
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ import pytest
 
 from tests.conftest import delete_topics
 from tests.dags import test_dag_runs as runs
+from tests.dags.conftest import patched_environ
 from tests.dags.test_dag_runs import _kill_group, _produce, _run, _totals, _wait
 
 airflow_db, platform = runs.airflow_db, runs.platform  # the module fixtures of the other dag.test runs
@@ -36,15 +36,8 @@ def views_platform(platform, topic_factory) -> Iterator[Any]:
     """``platform`` with a view pointer topic of its own (other tests keep version 1 current)."""
     from jobs.common.config import load_config
 
-    saved = os.environ.get("KAPPA_STREAMING__VIEWS_TOPIC")
-    os.environ["KAPPA_STREAMING__VIEWS_TOPIC"] = topic_factory(1, "views")
-    try:
+    with patched_environ({"KAPPA_STREAMING__VIEWS_TOPIC": topic_factory(1, "views")}):
         yield load_config()
-    finally:
-        if saved is None:
-            os.environ.pop("KAPPA_STREAMING__VIEWS_TOPIC", None)
-        else:
-            os.environ["KAPPA_STREAMING__VIEWS_TOPIC"] = saved
 
 
 @pytest.fixture()
