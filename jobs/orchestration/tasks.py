@@ -45,7 +45,7 @@ def _check_sinks(sinks: Iterable[str]) -> list[str]:
     return chosen
 
 
-def _no_retry(exc: Exception) -> Exception:
+def no_retry(exc: Exception) -> Exception:
     """A failure no retry can fix (range deleted, bad params): fail the task now, alert once.
 
     Airflow retries every other exception (``retries`` with exponential backoff); retrying a
@@ -71,7 +71,7 @@ def replay_interval(start: datetime, end: datetime, sinks: Iterable[str], dry_ru
     try:
         return replay_range(rng, sinks, dry_run, start)
     except (RangeNotRetained, ConfigError) as exc:
-        raise _no_retry(exc) from exc
+        raise no_retry(exc) from exc
 
 
 def backfill_offsets(starting: str | dict, ending: str | dict, sinks: Iterable[str],
@@ -84,12 +84,12 @@ def backfill_offsets(starting: str | dict, ending: str | dict, sinks: Iterable[s
     topic = cfg.streaming.source_topic
     rng = OffsetRange(topic, parse_offsets(topic, starting), parse_offsets(topic, ending))
     if set(rng.start) != set(rng.end) or any(rng.start[p] > rng.end[p] for p in rng.end):
-        raise _no_retry(ConfigError(f"backfill range {rng.as_dict()}: starting and ending must list "
+        raise no_retry(ConfigError(f"backfill range {rng.as_dict()}: starting and ending must list "
                                     "the same partitions with starting <= ending"))
     try:
         return replay_range(rng, sinks, dry_run)
     except (RangeNotRetained, ConfigError) as exc:
-        raise _no_retry(exc) from exc
+        raise no_retry(exc) from exc
 
 
 def replay_range(rng, sinks: Iterable[str], dry_run: bool, start: datetime | None = None) -> dict[str, Any]:

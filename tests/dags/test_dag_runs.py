@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.dags.conftest import DAGS
+from tests.dags.conftest import DAGS, patched_environ
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 REPO = Path(__file__).resolve().parents[2]
@@ -59,18 +59,10 @@ def platform(stack, kappa_env, topic_factory, tmp_path) -> Iterator[Any]:
            "KAPPA_LAKE__CHECKPOINT_ROOT": str(tmp_path / "checkpoints"),
            "KAPPA_LOADER__TABLES": json.dumps({"bronze.rsvps_raw": {
                "topic": topics["source_topic"], "quality_policy": "quarantine"}})}
-    saved = {key: os.environ.get(key) for key in env}
-    os.environ.update(env)
-    try:
+    with patched_environ(env):
         from jobs.common.config import load_config
 
         yield load_config()
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def _run(dag_id: str, conf: dict[str, Any] | None = None, logical_date: datetime | None = None):
