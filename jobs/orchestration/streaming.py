@@ -4,9 +4,11 @@ The job itself holds the guard: ``kappa stream run --mode live`` takes an exclus
 its checkpoint (``jobs.streaming.state.QueryLock``), so a second copy refuses to start.
 ``ensure_streaming`` starts that same command detached when no process holds the lock and
 waits until one does; ``streaming_health`` reads the job's own metrics from Redis
-(``<prefix>:metrics:<query>``, docs/streaming.md); ``stop_streaming`` sends SIGTERM, on which
-the job finishes its current batch and exits. Restarts with exponential backoff are the DAG's
-retries (``retry_exponential_backoff``) of ``ensure_streaming``.
+(``<prefix>:metrics:<query>``, docs/streaming.md), counting only batches emitted after the
+running job started, and raises :class:`StreamingDead` when no job runs; ``stop_streaming``
+sends SIGTERM, on which the job finishes its current batch and exits. Restarts with
+exponential backoff are the DAG's retries (``retry_exponential_backoff``) of
+``ensure_streaming``.
 """
 
 from __future__ import annotations
