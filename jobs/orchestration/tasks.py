@@ -21,7 +21,6 @@ logger = logging.getLogger(__name__)
 
 SINKS = ("delta", "redis", "kafka")
 ensure_streaming = _streaming.ensure_streaming
-streaming_health = _streaming.streaming_health
 stop_streaming = _streaming.stop_streaming
 
 
@@ -60,11 +59,32 @@ def no_retry(exc: Exception) -> Exception:
     return failure
 
 
-def replay_interval(start: datetime, end: datetime, sinks: Iterable[str], dry_run: bool) -> dict[str, Any]:
-    """The ``replay`` DAG: the data interval's offsets (by timestamp), pre-flight, then replay."""
+def streaming_health(max_batch_age_s: float, max_offsets_behind: int,
+                     query: str | None = None) -> dict[str, Any]:
+    """``streaming_lifecycle``'s health check; a dead job fails the task at once (no retries)."""
+    try:
+        return _streaming.streaming_health(max_batch_age_s, max_offsets_behind, query)
+    except _streaming.StreamingDead as exc:
+        raise _no_retry(exc) from exc
+
+
+def replay_interval(start: datetime, end: datetime, sinks: Iterable[str], dry_run: bool,
+                    run_type: str | None = None) -> dict[str, Any]:
+    """The ``replay`` DAG: the data interval's offsets (by timestamp), pre-flight, then replay.
+
+    A run the scheduler made on its own (``run_type`` scheduled: unpausing the DAG makes one
+    for the latest hour) is skipped: replay writes only the ranges someone asked for, by a
+    backfill or a manual run.
+    """
     from jobs.common.errors import ConfigError
     from jobs.orchestration.ranges import RangeNotRetained, resolve_interval
 
+    if str(run_type or "").lower().removeprefix("dagruntype.") == "scheduled":
+        from airflow.sdk.exceptions import AirflowSkipException  # only the scheduler makes such runs
+
+        raise AirflowSkipException(f"scheduled run of {start.isoformat()} -> {end.isoformat()}: replay "
+                                   "writes only what a backfill or a manual run asks for (`kappa "
+                                   "airflow backfill replay`); skipped")
     cfg = _config()
     rng = resolve_interval(cfg, cfg.streaming.source_topic, start, end)
     _say(f"interval {start.isoformat()} -> {end.isoformat()} is offsets {rng.as_dict()}")
