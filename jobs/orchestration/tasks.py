@@ -65,7 +65,7 @@ def streaming_health(max_batch_age_s: float, max_offsets_behind: int,
     try:
         return _streaming.streaming_health(max_batch_age_s, max_offsets_behind, query)
     except _streaming.StreamingDead as exc:
-        raise _no_retry(exc) from exc
+        raise no_retry(exc) from exc
 
 
 def replay_interval(start: datetime, end: datetime, sinks: Iterable[str], dry_run: bool,
