@@ -184,3 +184,16 @@ def run_kappa(kappa_env: dict[str, str]) -> Callable[..., subprocess.CompletedPr
                               timeout=timeout, cwd=REPO, check=False, **kwargs)
 
     return run
+
+
+@pytest.fixture()
+def private_broker(tmp_path):
+    """A broker of this test alone; stopped (by its pidfile) at the end."""
+    stack, cfg = start_stack(lambda attempt: load_config("test", environ={}, overrides={
+        "kafka.bootstrap_servers": f"127.0.0.1:{free_port()}",
+        "stack.data_dir": str(tmp_path / f"stack-{attempt}"),
+        "redis.embedded": False, "redis.port": free_port()}))
+    try:
+        yield cfg, stack
+    finally:
+        stack.down(progress=lambda message: None)

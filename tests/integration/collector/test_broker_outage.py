@@ -14,25 +14,10 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from jobs.collector.generator import RsvpGenerator
-from jobs.common.config import load_config
-from tests.conftest import free_port, start_stack
 from tests.integration.collector.support import read_topic
 
 BUFFER_LIMIT = 3_000
 BATCH = 250
-
-
-@pytest.fixture()
-def private_broker(tmp_path):
-    """A broker of this test alone; stopped (by its pidfile) at the end."""
-    stack, cfg = start_stack(lambda attempt: load_config("test", environ={}, overrides={
-        "kafka.bootstrap_servers": f"127.0.0.1:{free_port()}",
-        "stack.data_dir": str(tmp_path / f"stack-{attempt}"),
-        "redis.embedded": False, "redis.port": free_port()}))
-    try:
-        yield cfg, stack
-    finally:
-        stack.down(progress=lambda message: None)
 
 
 def _wait(condition, timeout_s: float, what: str) -> None:

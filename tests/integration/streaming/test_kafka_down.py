@@ -16,26 +16,12 @@ import uuid
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from jobs.common.config import load_config
-from tests.conftest import KAPPA, REPO, free_port, start_stack
+from tests.conftest import KAPPA, REPO
 from tests.integration.streaming.conftest import produce
 from tests.integration.streaming.test_end_to_end import generate
 
 NAMES = ("source_topic", "analyzed_topic", "summaries_topic", "dlq_topic", "metrics_topic", "errors_topic")
 OUTAGE_S = 20
-
-
-@pytest.fixture()
-def private_kafka(tmp_path):
-    """A broker of this test alone; stopped (by its pidfile) at the end."""
-    stack, cfg = start_stack(lambda attempt: load_config("test", environ={}, overrides={
-        "kafka.bootstrap_servers": f"127.0.0.1:{free_port()}",
-        "stack.data_dir": str(tmp_path / f"stack-{attempt}"),
-        "redis.embedded": False, "redis.port": free_port()}))
-    try:
-        yield cfg, stack
-    finally:
-        stack.down(progress=lambda message: None)
 
 
 def _status(env: dict[str, str]) -> dict:
@@ -55,8 +41,8 @@ def _wait(condition, what: str, timeout_s: float) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_status_says_the_job_waits_for_kafka_and_the_log_is_not_flooded(
-        private_kafka, stack, kappa_env, tmp_path):
-    cfg, broker = private_kafka
+        private_broker, stack, kappa_env, tmp_path):
+    cfg, broker = private_broker
     name = uuid.uuid4().hex[:8]
     topics = {field: f"{field.split('_')[0]}.{name}" for field in NAMES}
     admin = AdminClient({**cfg.kafka.client_config(), "log_level": "0"})
