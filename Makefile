@@ -22,7 +22,7 @@ $(VENV)/.installed: requirements/lock.txt pyproject.toml
 	$(BIN)/uv pip sync --quiet --compile-bytecode --python $(BIN)/python requirements/lock.txt
 	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .
 	@$(BIN)/python -m compileall -q jobs dags > /dev/null  # bytecode: see "Bytecode" in README
-	@$(BIN)/python -m jobs.common.spark_bytecode  # pyspark's own zips: docs/streaming.md
+	@$(BIN)/python -m jobs.common.spark_bytecode  # pyspark's own zips: docs/explanation/streaming-performance.md
 	@touch $@
 
 $(CHECKOV_VENV)/.installed: requirements/checkov-lock.txt $(VENV)/.installed
@@ -30,7 +30,7 @@ $(CHECKOV_VENV)/.installed: requirements/checkov-lock.txt $(VENV)/.installed
 	$(BIN)/uv pip sync --quiet --python $(CHECKOV_VENV)/bin/python requirements/checkov-lock.txt
 	@touch $@
 
-test: setup  ## Run the whole suite (unit, integration, infra) from nothing
+test: setup lint  ## Run the linters, then the whole suite (unit, integration, infra) from nothing
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-unit: setup  ## Only the fast unit tests
@@ -42,7 +42,7 @@ test-integration: setup  ## Only the tests against the embedded stack
 demo: setup  ## Run the main job on the embedded stack
 	$(BIN)/kappa demo
 
-lint: setup  ## ruff and mypy on the code
+lint: setup  ## ruff and mypy on the code (also the first step of `make test`)
 	$(BIN)/ruff check jobs tests bench dags
 	$(BIN)/mypy
 

@@ -1,6 +1,6 @@
 """Peak RSS of a `kappa collect --http` process while many clients upload huge chunked bodies.
 
-Issue 18 item 4: concurrent large uploads must not be buffered whole. The collector runs with its
+Concurrent large uploads must not be buffered whole (docs/collector.md). The collector runs with its
 default limits and an unreachable broker (only the uploads run); prints one JSON line.
 
     .venv/bin/python bench/collector_uploads.py [--clients 24] [--mib 60]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import socket
@@ -18,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from confluent_kafka import Producer
@@ -96,12 +98,13 @@ async def run_round(port: int, props: dict, topic: str, clients: int, rate: int,
             "min_client_events": min(counts) if counts else 0}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--clients", default="10,100,500")
-    parser.add_argument("--rate", type=int, default=200, help="records produced per second")
-    parser.add_argument("--seconds", type=float, default=8)
-    args = parser.parse_args()
+@contextlib.contextmanager
+def platform(max_clients: int = 1000) -> Iterator[tuple[int, dict, subprocess.Popen, int]]:
+    """A private embedded stack (topics b.analyzed, b.summaries) and `kappa serve` on it.
+
+    Yields the service's port, the Kafka client properties, the serve process and the pid of
+    the broker's process group.
+    """
     with tempfile.TemporaryDirectory(prefix="kappa-bench-") as folder:
         root = Path(folder)
         env = {"KAPPA_KAFKA__BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}",
@@ -120,7 +123,8 @@ def main() -> None:
             server = subprocess.Popen(
                 [sys.executable, "-m", "jobs.cli", "serve", "--port", str(port)], cwd=REPO,
                 env={**os.environ, **env, "KAPPA_ENV": "test", "KAPPA_SERVE__ANALYZED_TOPIC": "b.analyzed",
-                     "KAPPA_SERVE__SUMMARIES_TOPIC": "b.summaries", "KAPPA_SERVE__MAX_CLIENTS": "1000"},
+                     "KAPPA_SERVE__SUMMARIES_TOPIC": "b.summaries",
+                     "KAPPA_SERVE__MAX_CLIENTS": str(max_clients)},
                 stderr=subprocess.DEVNULL)
             deadline = time.monotonic() + 30
             while True:
@@ -131,15 +135,26 @@ def main() -> None:
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.2)
-            rounds = [asyncio.run(run_round(port, props, "b.analyzed", int(n), args.rate, args.seconds))
-                      for n in args.clients.split(",")]
-            print(json.dumps({"bench": "serve_sse", "cpu_cores": os.cpu_count(), "record_bytes": 520,
-                              "seconds": args.seconds, "rounds": rounds}, indent=1))
+            broker = int((stack.data_dir / "kafka.pid").read_text().split()[0])
+            yield port, props, server, broker
         finally:
             if server is not None:
                 server.terminate()
                 server.wait(15)
             stack.down(progress=lambda message: None)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", default="10,100,500")
+    parser.add_argument("--rate", type=int, default=200, help="records produced per second")
+    parser.add_argument("--seconds", type=float, default=8)
+    args = parser.parse_args()
+    with platform() as (port, props, _, _):
+        rounds = [asyncio.run(run_round(port, props, "b.analyzed", int(n), args.rate, args.seconds))
+                  for n in args.clients.split(",")]
+        print(json.dumps({"bench": "serve_sse", "cpu_cores": os.cpu_count(), "record_bytes": 520,
+                          "seconds": args.seconds, "rounds": rounds}, indent=1))
 
 
 if __name__ == "__main__":

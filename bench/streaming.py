@@ -3,7 +3,7 @@
 Starts a private embedded Kafka and Redis (or uses ``--bootstrap``/``--redis-port``), produces
 ``--records`` generated RSVPs (the end-to-end tests' fault mix: late, out-of-order, duplicate and
 malformed lines) round-robin to a 3-partition topic, batched and lz4-compressed as the collector
-writes rsvps.raw (``--input-codec``; uncompressed before the seventh 2026-11-24 session), then
+writes rsvps.raw (``--input-codec``, default lz4), then
 measures, in one run on the same topic:
 
 * ``loop``: one process, one confluent-kafka consumer on the three partitions, calling per
@@ -268,7 +268,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                              "embedded broker's work after writes then stays out of the comparison)")
     parser.add_argument("--records-through-jvm", action="store_true",
                         help="streaming.read_in_tasks=false: the source reads the records, which "
-                             "cross into the JVM and back to the tasks (the job before 2026-11-24)")
+                             "cross into the JVM and back to the tasks (as with Spark's JVM connector)")
     parser.add_argument("--input-codec", default="lz4", choices=("lz4", "zstd", "gzip", "snappy", "none"),
                         help="compression.type of the input topic's producer (default: the collector's)")
     parser.add_argument("--shuffle-partitions", type=int, help="override spark.shuffle_partitions")

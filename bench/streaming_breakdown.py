@@ -41,7 +41,8 @@ def breakdown(cfg: KappaConfig, source: str, records: int, per_trigger: int, fol
                                  options={"maxOffsetsPerTrigger": per_trigger,
                                           **({"emitRanges": "true"} if ranges else {})},
                                  checkpoint=checkpoint)
-        plan = TaskPlan(rules=rules_from(cfg), windows=windows_from(cfg), watermark_ms=None, fence={},
+        plan = TaskPlan(rules=rules_from(cfg), windows=windows_from(cfg),
+                        grace_ms=cfg.streaming.watermark_s * 1000, stream_points={}, fence={},
                         analyzed_topic=s.analyzed_topic if produces else None,
                         dlq_topic=s.dlq_topic if produces else None, kafka=props,
                         source=opts if ranges else None)

@@ -3,17 +3,10 @@
 One confluent-kafka consumer on every partition of the topic; per record the same plain-Python
 functions the job's tasks call (``validate.parse``: typed msgspec decode with the exact-reason
 fallback; ``records.analyzed`` and its JSON; the dead-letter headers; ``Increments``), the
-analyzed record or the dead letter produced to a topic, the watermark advanced per consumed
-batch. No Spark and no Redis: the strongest fair baseline for the job's throughput, since any
-faster per-record code would be used by the job too.
-
-The watermark is the smallest of the partitions' greatest event times, less the delay, and none
-until every partition has delivered a record. The job's batches take every partition's share of
-each batch, so their greatest event time advances evenly; a fetch of the embedded broker here
-returns one partition after another, and a watermark from the greatest event time of all would
-mark most of the later partitions' records late (about 198k of the 300k until the tenth
-2026-11-25 session), which skips their window counts: less work than the job does, and other
-counts.
+analyzed record or the dead letter produced to a topic, lateness by each partition's stream time
+as the job decides it (docs/streaming.md, "Late records: stream time"). No Spark and no Redis: the
+strongest fair baseline for the job's throughput, since any faster per-record code would be used
+by the job too.
 """
 
 from __future__ import annotations
@@ -45,7 +38,7 @@ def run_loop(cfg: KappaConfig, source: str, partitions: int, records: int,
     """Consume ``records`` from ``source``; validate, produce the outputs (unless not ``output``), count."""
     props = cfg.kafka.client_config()
     rules, windows = rules_from(cfg), windows_from(cfg)
-    watermark_ms = cfg.streaming.watermark_s * 1000
+    grace_ms = cfg.streaming.watermark_s * 1000
     consumer = Consumer({**props, "group.id": f"bench-{uuid.uuid4().hex}", "enable.auto.commit": False,
                          "receive.message.max.bytes": 1_000_000_000,
                          "fetch.max.bytes": 100 * 1024 * 1024})
@@ -53,11 +46,9 @@ def run_loop(cfg: KappaConfig, source: str, partitions: int, records: int,
     producer = Producer(producer_config(props))
     increments = Increments(windows)
     count = valid = dlq = late = 0
-    max_event = [-1] * partitions  # per partition; -1: nothing seen yet
+    stream_ms: list[int | None] = [None] * partitions  # per partition: the greatest valid event time
     began = time.monotonic()
     while count < records:
-        slowest = min(max_event)
-        watermark = None if slowest < 0 else slowest - watermark_ms
         for message in consumer.consume(CONSUME_BATCH, timeout=1.0):
             if message.error() is not None:
                 continue
@@ -71,14 +62,16 @@ def run_loop(cfg: KappaConfig, source: str, partitions: int, records: int,
                     _send(producer, dlq_topic, dead_letter_value(value), message.key(), dead_letter_headers(
                         reason, source, partition, offset, len(value) if value is not None else 0))
                 continue
-            record = analyzed(rsvp, source, partition, offset, kafka_ms, watermark_ms=watermark)
+            before = stream_ms[partition]
+            record = analyzed(rsvp, source, partition, offset, kafka_ms,
+                              late=before is not None and rsvp.mtime < before - grace_ms)
             valid += 1
             late += record["late"]
             if output:
                 _send(producer, analyzed_topic, analyzed_value(record), record["event_id"].encode(), None)
             increments.add(record)
-            if rsvp.mtime > max_event[partition]:
-                max_event[partition] = rsvp.mtime
+            if before is None or rsvp.mtime > before:
+                stream_ms[partition] = rsvp.mtime
         producer.poll(0)
     if producer.flush(120):
         raise RuntimeError("the loop's producer could not flush in 120 s")
@@ -96,3 +89,25 @@ def _send(producer: Producer, topic: str, value: bytes | None, key: bytes | None
             return
         except BufferError:
             producer.poll(0.05)
+
+
+def main() -> None:
+    """The loop as a process of its own (bench/replay_cli.py times it from start to exit)."""
+    import argparse
+    import json
+
+    from jobs.common.config import load_config
+
+    parser = argparse.ArgumentParser(description="the hand-written one-process loop over a topic")
+    parser.add_argument("--source", required=True)
+    parser.add_argument("--partitions", type=int, default=3)
+    parser.add_argument("--records", type=int, required=True)
+    parser.add_argument("--analyzed", required=True)
+    parser.add_argument("--dlq", required=True)
+    args = parser.parse_args()
+    print(json.dumps(run_loop(load_config(), args.source, args.partitions, args.records, args.analyzed,
+                              args.dlq)))
+
+
+if __name__ == "__main__":
+    main()

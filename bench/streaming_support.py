@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -236,24 +237,38 @@ def _pss(process: psutil.Process) -> int:
 
 
 def produce(props: dict[str, str], topic: str, records: int, seed: int, start: int | None = None,
-            codec: str = "lz4") -> float:
+            codec: str = "lz4", distinct_events: bool = False) -> float:
     """Produce ``records`` generated RSVPs; the producer batches and compresses as the collector's
-    (jobs/collector/producer.py), which writes the platform's rsvps.raw, unless ``codec`` says."""
+    (jobs/collector/producer.py), which writes the platform's rsvps.raw, unless ``codec`` says.
+
+    ``distinct_events``: every valid RSVP gets its own event id (a real event site: nearly every
+    RSVP is to another event), topics and cities as skewed as the generator makes them.
+    """
     start_ms = start if start is not None else int(time.time() * 1000) - records * 20
     producer = Producer({**collector_producer_config(props), "compression.type": codec,
                          "queue.buffering.max.messages": 1_000_000})
     generated = RsvpGenerator(seed=seed, faults=FAULTS, start_ms=start_ms).generate(records)
     began = time.monotonic()
     for index, item in enumerate(generated):
+        line = _own_event(item.line, index) if distinct_events else item.line
         while True:
             try:
-                producer.produce(topic, item.line, str(index).encode(), index % PARTITIONS)
+                producer.produce(topic, line, str(index).encode(), index % PARTITIONS)
                 break
             except BufferError:
                 producer.poll(0.05)
     if producer.flush(300):
         raise RuntimeError("could not flush the input in 300 s")
     return time.monotonic() - began
+
+
+def _own_event(line: bytes, index: int) -> bytes:
+    try:
+        record = json.loads(line)
+        record["event"]["event_id"] = f"e{index:08d}"
+    except (ValueError, TypeError, KeyError):
+        return line  # a malformed line stays as it is
+    return json.dumps(record, separators=(",", ":")).encode()
 
 
 def new_topic(props: dict[str, str], partitions: int) -> str:

@@ -107,7 +107,8 @@ def _task_process(cfg: KappaConfig, source: str, records: int, outputs: list[str
     _, opts = read_options(cfg, topics=[source], starting="earliest", ending="latest", stream=True,
                            options={"emitRanges": "true"},
                            checkpoint=str(cfg.lake.checkpoint_root) + "/tasks")
-    plan = TaskPlan(rules=rules_from(cfg), windows=windows_from(cfg), watermark_ms=None, fence={},
+    plan = TaskPlan(rules=rules_from(cfg), windows=windows_from(cfg),
+                    grace_ms=cfg.streaming.watermark_s * 1000, stream_points={}, fence={},
                     analyzed_topic=outputs[0], dlq_topic=outputs[1], kafka=cfg.kafka.client_config(),
                     source=opts, redis_prefix=f"bench-tasks-{os.getpid()}",
                     redis=tuple(sorted(cfg.redis.client_kwargs().items())))

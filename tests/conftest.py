@@ -125,7 +125,7 @@ def topic_factory(kafka_props: dict[str, str]) -> Iterator[Callable[..., str]]:
     The test's topics are deleted when it ends. The embedded broker writes its whole state to one
     JSON file after every write, so each topic left behind would slow every later write of the
     session (measured: a 7 GB state kept it busy at a full core for over a minute after one
-    record; docs/benchmarks.md, "Streaming job", second 2026-11-24 session).
+    record; docs/runbooks/stack.md).
     """
     from confluent_kafka.admin import AdminClient, NewTopic
 

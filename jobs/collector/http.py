@@ -37,6 +37,7 @@ from jobs.common.rsvp_schema import (
     INVALID_JSON,
     MAX_NESTING,
     OVERSIZE,
+    STRICT_DECODER,
     TOO_DEEP,
     StructureCheck,
     check_record,
@@ -74,7 +75,7 @@ def parse_body(body: bytes, content_type: str, max_record_bytes: int) -> tuple[C
         return [(text, StructureCheck(None, f"{unsafe} (the array is judged as one document; "
                                             "send JSON lines to have each record judged alone)"))], False
     try:
-        items = json.loads(text)
+        items = STRICT_DECODER.decode(text.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         return [(text, StructureCheck(None, f"{INVALID_JSON}: {exc}"))], False
     if not items:

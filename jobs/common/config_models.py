@@ -216,13 +216,15 @@ class StreamingConfig(Section):
     dlq_topic: str = "rsvps.dlq"
     metrics_topic: str = "platform.metrics"
     errors_topic: str = "platform.errors"
+    views_topic: str = "platform.views"  # the pointer to the current view version (jobs/common/views.py)
     trigger_s: float = Field(default=1.0, gt=0)
     max_offsets_per_trigger: int = Field(default=100_000, ge=1)
     max_records_per_partition: int | None = Field(default=None, ge=1)  # larger ranges split into more tasks
     read_in_tasks: bool = True  # kafka-py: tasks read their offset ranges; records never enter the JVM
-    task_slots: int | None = Field(default=None, ge=1)  # read_in_tasks: equal shares for N tasks; None: cores
+    task_slots: int | None = Field(default=None, ge=1)  # read_in_tasks: at most N tasks a batch; None: cores
     prefetch_ranges: bool = False  # read_in_tasks: a task fetches its next partition while reading one
     apply_in_background: bool = True  # a batch's Redis effects are applied while the next batch runs
+    apply_chunk_args: int = Field(default=20_000, ge=100)  # arguments per fenced apply script call
     watermark_s: int = Field(default=60, ge=0)
     future_skew_s: int = Field(default=300, ge=0)
     min_event_ms: int = 946_684_800_000  # 2000-01-01T00:00:00Z: older event times are absurd

@@ -6,7 +6,7 @@ whole partition (the embedded broker's answer to every fetch; a real broker's up
 ``fetch.max.bytes``) would hold that size until the worker is closed. Called at the end of every
 streaming task (jobs/streaming/task.py) and after each offset range a task fetched from Kafka
 (jobs/common/kafka/consumer.py), so a task reading several partitions holds one fetch at a time.
-Measured in docs/benchmarks.md ("Streaming job").
+Measured: docs/explanation/streaming-performance.md.
 
 :func:`gc_paused` keeps the cyclic garbage collector out of a task's record loop.
 """
@@ -48,8 +48,9 @@ def gc_paused() -> Iterator[None]:
 
     A task's record loop allocates a few dicts and tuples per record and keeps its summary
     counts, so the collector ran about 700 times per 50,000 records, now and then over every
-    object the task holds: 3 us per record, 7 % of a task's CPU (docs/benchmarks.md). What a task
-    allocates is freed by reference counting; the rare cycle (an exception's traceback) waits for
+    object the task holds: 3 us per record, 7 % of a task's CPU
+    (docs/explanation/streaming-performance.md). What a task allocates
+    is freed by reference counting; the rare cycle (an exception's traceback) waits for
     the collection the worker runs after every task (jobs/common/worker_daemon.py), so a task
     holds at most its own cyclic garbage a little longer.
     """

@@ -14,7 +14,15 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-_decode = json.JSONDecoder().decode
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON (RFC 8259 has no NaN or Infinity)")
+
+
+STRICT_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+"""Python's JSON decoder without its extensions ``NaN``, ``Infinity`` and ``-Infinity``: the
+collector and the streaming job refuse the same documents (``invalid_json``)."""
+_decode = STRICT_DECODER.decode
 
 KEY_FIELD = "rsvp_id"
 TIME_FIELD = "mtime"

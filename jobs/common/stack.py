@@ -163,7 +163,7 @@ class EmbeddedStack:
         """The broker's CPU priority: its state snapshot must not take cores from the pipeline.
 
         noida-db rewrites its whole state file after writes, one core for as long as anything
-        writes (docs/benchmarks.md), on its thread named ``autosave``: that one runs at
+        writes (docs/runbooks/stack.md), on its thread named ``autosave``: that one runs at
         ``snapshot_nice``, the threads that answer requests at ``nice``. In its own session the
         broker would get an equal share of the CPU against all of the platform's processes
         together (autogroup scheduling), so it runs in the caller's.

@@ -7,7 +7,7 @@ ran, and a full collection visits every object the collector tracks, the inherit
 included (pyarrow, pandas, confluent-kafka, redis, Great Expectations: hundreds of thousands of
 objects); visiting them also writes to their pages, which then stop being shared with the daemon.
 Measured in a 300k replay of the streaming job: that post-task collection was 16 % of the Python
-workers' profile samples (docs/benchmarks.md, seventh session). ``gc.freeze()`` before the forks
+workers' profile samples (docs/explanation/streaming-performance.md). ``gc.freeze()`` before the forks
 moves the preloaded objects to the collector's permanent generation: the workers' collections
 skip them, and still collect everything a task creates.
 
@@ -17,7 +17,7 @@ every fresh worker's first task calls ``importlib.invalidate_caches()`` (pyspark
 ``setup_spark_files``), which in Python 3.11 makes each zip importer read its whole archive's
 directory again (pyspark.zip: 2,576 files, one importer per package imported from it; the jar:
 5,854 files, no Python in them): 0.38 s per call in an idle worker of pyspark's daemon, 0.4-0.8 s
-in a worker during a replay (docs/benchmarks.md, eighth session). :func:`drop_spark_zips` takes
+in a worker during a replay (bench/worker_path.py measures it). :func:`drop_spark_zips` takes
 off the daemon's path, before it imports anything, the zips that are the installed packages'
 own copies and the jars that hold no Python: the daemon and its workers import pyspark and py4j
 from the installation (bytecode cached) and hold no zip importer.

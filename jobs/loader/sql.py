@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 import re
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,9 @@ from typing import Any
 from jobs.common.config import KappaConfig
 from jobs.common.delta import local_path, open_delta, readable_datasets, table_uri
 from jobs.common.errors import ConfigError, KappaError
-from jobs.loader.tables import AUDIT_TABLE, QUALITY_TABLE, SPECS
+from jobs.loader.tables import AUDIT_TABLE, QUALITY_TABLE, SPECS, spec_of
+
+logger = logging.getLogger(__name__)
 
 READ_ONLY = ("select", "with", "describe", "show", "summarize", "explain", "from", "pragma")
 FORMATS = ("table", "json", "csv")
@@ -54,24 +57,61 @@ def named_in(query: str, names: list[str]) -> list[str]:
 
 
 def connect(cfg: KappaConfig, names: list[str] | None = None) -> Any:
-    """A DuckDB connection with the existing tables of ``names`` (default: all) registered."""
+    """A DuckDB connection with the existing tables of ``names`` (default: all) registered.
+
+    The base names of the view tables (``silver.rsvps``, ``gold.rsvp_summaries``, ...) read the
+    current view version's tables (docs/reprocess.md); ``silver.rsvps_v2`` names a version's own.
+    """
     import duckdb
 
+    present = table_names(cfg)
+    aliases = _aliases(cfg, present)
+    wanted = [name for name in present if names is None or name in names or aliases.get(name) in names]
     con = duckdb.connect()
-    for name in table_names(cfg) if names is None else names:
+    for name in wanted:
         table = open_delta(table_uri(cfg.lake.root, name))
         if table is None:
             continue
-        schema, _, short = name.partition(".")
-        flat = f"{schema}_{short}"
         parts = readable_datasets(table)
-        for index, dataset in enumerate(parts):
-            con.register(f"{flat}__{index}", dataset)
-        union = " UNION ALL BY NAME ".join(f'SELECT * FROM "{flat}__{index}"' for index in range(len(parts)))
-        con.execute(f'CREATE VIEW "{flat}" AS {union}')
-        con.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-        con.execute(f'CREATE VIEW "{schema}"."{short}" AS SELECT * FROM "{flat}"')
+        for shown in (name, aliases[name]) if name in aliases else (name,):
+            _register(con, shown, parts)
     return con
+
+
+def _register(con: Any, name: str, parts: list[Any]) -> None:
+    """``parts`` (datasets of one table) as the views ``<schema>_<table>`` and ``<schema>.<table>``."""
+    schema, _, short = name.partition(".")
+    flat = f"{schema}_{short}"
+    sources = []
+    for dataset in parts:
+        source = f"{flat}__{id(dataset)}"
+        con.register(source, dataset)
+        sources.append(f'SELECT * FROM "{source}"')
+    con.execute(f'CREATE OR REPLACE VIEW "{flat}" AS {" UNION ALL BY NAME ".join(sources)}')
+    con.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+    con.execute(f'CREATE OR REPLACE VIEW "{schema}"."{short}" AS SELECT * FROM "{flat}"')
+
+
+def _aliases(cfg: KappaConfig, present: list[str]) -> dict[str, str]:
+    """Version table -> the base name it is read as, while its version is current.
+
+    The view pointer (a Kafka read) is asked only when the lake holds a version's own table
+    (``silver.rsvps_v2``): without one, every base name reads its own table.
+    """
+    if all(name in SPECS or spec_of(name) is None for name in present):
+        return {}
+    return {versioned: base for base, versioned in _current_tables(cfg).items() if versioned != base}
+
+
+def _current_tables(cfg: KappaConfig) -> dict[str, str]:
+    """Base table name -> the current view version's table (base names when Kafka cannot say)."""
+    from jobs.common.views import ViewsError, current_version, table_aliases
+
+    try:
+        return table_aliases(cfg, current_version(cfg))
+    except ViewsError as exc:
+        logger.warning("view pointer unreadable (%s): base tables are read", exc)
+        return {}
 
 
 def run_sql(cfg: KappaConfig, query: str) -> tuple[list[str], list[tuple]]:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from jobs.common.config import KappaConfig
@@ -69,6 +70,8 @@ SPECS: dict[str, TableSpec] = {
     )
 }
 
+_VERSIONED = re.compile(r"_v[0-9]+$")
+
 
 @dataclass(frozen=True)
 class LoadTarget:
@@ -99,9 +102,13 @@ def targets(cfg: KappaConfig, names: list[str] | None = None,
             policies: dict[str, str] | None = None) -> list[LoadTarget]:
     """The tables to load (all enabled ones, or ``names``), in config order.
 
-    ``policies`` overrides the configured quality policy of some tables for this run.
+    The tables of every view version with outputs are loaded (``silver.rsvps`` and, while version 2
+    is built or kept, ``silver.rsvps_v2``: docs/reprocess.md). ``policies`` overrides the
+    configured quality policy of some tables for this run.
     """
-    configured = cfg.loader.tables
+    from jobs.common.views import live_tables
+
+    configured = live_tables(cfg)
     overridden = sorted(set(policies or {}) - set(configured))
     if overridden:
         raise ConfigError(f"--policy names unknown table(s) {', '.join(overridden)}; configured: "
@@ -110,7 +117,7 @@ def targets(cfg: KappaConfig, names: list[str] | None = None,
     if unknown:
         raise ConfigError(f"unknown table(s) {', '.join(unknown)}; configured: {', '.join(configured)} "
                           "(loader.tables in conf/)")
-    missing = sorted(set(configured) - set(SPECS))
+    missing = sorted(name for name in configured if spec_of(name) is None)
     if missing:
         raise ConfigError(f"loader.tables names {', '.join(missing)} but the loader only knows "
                           f"{', '.join(SPECS)}")
@@ -118,9 +125,16 @@ def targets(cfg: KappaConfig, names: list[str] | None = None,
         chosen = [name for name in configured if name in names]
     else:
         chosen = [name for name, table in configured.items() if table.enabled]
-    return [LoadTarget(SPECS[name], configured[name].topic,
+    return [LoadTarget(spec_of(name), configured[name].topic,  # type: ignore[arg-type]
                        (policies or {}).get(name, configured[name].quality_policy),
                        table_uri(cfg.lake.root, name)) for name in chosen]
+
+
+def spec_of(name: str) -> TableSpec | None:
+    """The spec of a table, or of the view version's copy of one (``silver.rsvps_v2``)."""
+    base = _VERSIONED.sub("", name)
+    spec = SPECS.get(base)
+    return replace(spec, name=name) if spec is not None and base != name else spec
 
 
 def read_frame(spark: SparkSession, cfg: KappaConfig, target: LoadTarget,

@@ -97,39 +97,54 @@ def resolve_interval(cfg: KappaConfig, topic: str, start: datetime, end: datetim
 
 
 def check_retained(cfg: KappaConfig, rng: OffsetRange, start: datetime | None = None) -> None:
-    """Fail closed when a partition's log starts after the range (or after ``start`` in time)."""
+    """Fail closed when part of the range is no longer in the log.
+
+    By offset: a partition's log starts after the range's first offset (DeleteRecords, retention).
+    By time (``start`` given): the oldest retained record is younger than ``start`` and either
+    the log no longer starts at offset 0 or ``start`` is older than the topic's ``retention.ms``:
+    records of the range may have existed and been deleted, so an empty read would be a silent
+    gap. A log that starts at 0 within retention has lost nothing, whatever its first record's time.
+    """
+    from jobs.streaming.preflight import record_timestamp
+
     reader = _reader(cfg, rng.topic)
-    earliest = {p: o for (_, p), o in reader.earliest([(rng.topic, p) for p in rng.end]).items()}
+    partitions = [(rng.topic, p) for p in rng.end]
+    earliest = {p: o for (_, p), o in reader.earliest(partitions).items()}
+    latest = {p: o for (_, p), o in reader.latest(partitions).items()}
+    horizon_ms = _retention_horizon_ms(cfg, rng.topic) if start is not None else None
     for partition, first in sorted(earliest.items()):
         wanted = rng.start.get(partition, 0)
-        first_ms = _timestamp_at(cfg, rng.topic, partition, first) if first > 0 else None
-        lost_by_offset = first > wanted
-        lost_by_time = start is not None and first_ms is not None and first_ms > start.timestamp() * 1000
-        if lost_by_offset or lost_by_time:
-            when = datetime.fromtimestamp(first_ms / 1000, UTC).isoformat() if first_ms else "unknown"
+        first_ms = (record_timestamp(cfg, rng.topic, partition, first)
+                    if start is not None and first < latest[partition] else None)
+        beyond_retention = horizon_ms is not None and start is not None and (
+            start.timestamp() * 1000 < horizon_ms)
+        younger = start is not None and (first_ms is None or first_ms > start.timestamp() * 1000)
+        lost_by_time = younger and (first > 0 or beyond_retention)
+        if first > wanted or lost_by_time:
+            when = datetime.fromtimestamp(first_ms / 1000, UTC).isoformat() if first_ms else "none retained"
+            why = (f"; the range starts before the topic's retention horizon "
+                   f"{datetime.fromtimestamp(horizon_ms / 1000, UTC).isoformat(timespec='seconds')} "
+                   "(now - retention.ms)" if beyond_retention and horizon_ms is not None else "")
             raise RangeNotRetained(
                 f"{rng.topic}-{partition}: the range starts at offset {wanted}"
                 f"{f' ({start.isoformat()})' if start else ''} but the earliest retained offset is "
-                f"{first} (record time {when}); the data before it was deleted by retention. Replay "
-                "from the earliest retained offset with the `backfill` DAG, or restore from the lake "
-                "(docs/runbooks/airflow.md#range-no-longer-retained)")
+                f"{first} (record time {when}){why}; the data before it was deleted by retention. "
+                "Replay from the earliest retained offset with the `backfill` DAG, or restore from "
+                "the lake (docs/runbooks/airflow.md#range-no-longer-retained)")
 
 
-def _timestamp_at(cfg: KappaConfig, topic: str, partition: int, offset: int) -> int | None:
-    """The record timestamp (ms) at ``offset``, or None when it cannot be read."""
-    from confluent_kafka import Consumer, TopicPartition
+def _retention_horizon_ms(cfg: KappaConfig, topic: str) -> int | None:
+    """``now - retention.ms`` of the topic in ms (None: kept forever, or the config is unreadable)."""
+    from jobs.common.topics import admin_client, describe_topic_configs
 
-    props = {**cfg.kafka.client_config(), "group.id": "kappa-airflow-preflight",
-             "enable.auto.commit": False, "receive.message.max.bytes": 100_000_000}
-    consumer = Consumer(props)
     try:
-        consumer.assign([TopicPartition(topic, partition, offset)])
-        message = consumer.poll(10.0)
-        if message is None or message.error():
-            return None
-        return int(message.timestamp()[1])
-    finally:
-        consumer.close()
+        retention = int(describe_topic_configs(admin_client(cfg.kafka), topic).get("retention.ms", "-1"))
+    except (KappaError, ValueError) as exc:
+        logger.warning("retention.ms of %s unreadable (%s): checking retention by offsets only", topic, exc)
+        return None
+    if retention < 0:
+        return None
+    return int(datetime.now(UTC).timestamp() * 1000) - retention
 
 
 @contextmanager

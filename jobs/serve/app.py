@@ -12,7 +12,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import SecretStr
 
 from jobs.common.config import KappaConfig
-from jobs.serve import rest, streams
+from jobs.serve import asyncapi, errors, rest, streams
 from jobs.serve.guard import Guard
 from jobs.serve.service import Service
 
@@ -20,7 +20,11 @@ DASHBOARD = Path(__file__).with_name("static") / "dashboard.html"
 DESCRIPTION = (
     "Live summaries of the kappa platform (Redis) over REST, and the analyzed RSVPs and summary "
     "updates (Kafka) over server-sent events and WebSocket, filtered by topic and city and "
-    "resumable by event id. Guide: docs/api.md.")
+    "resumable by event id. The WebSocket endpoint `/api/v1/ws` is described in AsyncAPI 3.0 at "
+    f"`{asyncapi.PATH}`. Every error answers `{{\"error\": \"...\"}}` (invalid parameters add "
+    "`problems`). Guide: docs/api.md.")
+FAVICON = ("<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 16 16'><circle cx='8' cy='8' r='7' "
+           "fill='#3b82f6'/></svg>")
 
 
 def build_app(cfg: KappaConfig, token: SecretStr | None) -> Guard:
@@ -37,13 +41,17 @@ def build_app(cfg: KappaConfig, token: SecretStr | None) -> Guard:
 
     app = FastAPI(title="kappa data access", version="1", description=DESCRIPTION, lifespan=lifespan)
     app.state.service = service
+    errors.install(app)
     app.include_router(rest.router)
     app.include_router(streams.router)
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["operations"],
                       summary="Health: Redis answers and both shared consumers poll")
     app.add_api_route("/metrics", metrics, methods=["GET"], tags=["operations"],
                       summary="Prometheus metrics", response_class=Response)
+    app.add_api_route(asyncapi.PATH, lambda: asyncapi.document(app.version), methods=["GET"],
+                      tags=["streams"], summary="AsyncAPI 3.0 description of the WebSocket endpoint")
     app.add_api_route("/", dashboard, methods=["GET"], include_in_schema=False)
+    app.add_api_route("/favicon.ico", favicon, methods=["GET"], include_in_schema=False)
     app.add_api_route("/dashboard", dashboard, methods=["GET"], tags=["dashboard"],
                       summary="The live dashboard page", response_class=FileResponse)
     return Guard(app, service)
@@ -59,7 +67,7 @@ async def healthz(request: Request) -> JSONResponse:
     except Exception as exc:
         problems.append(f"redis: {exc}")
     body = {"ok": not problems, "problems": problems, "topics": service.topics,
-            **(service.hub.state() if service.hub else {})}
+            "rebuilding": service.rebuilding, **(service.hub.state() if service.hub else {})}
     return JSONResponse(body, 200 if not problems else 503)
 
 
@@ -70,6 +78,11 @@ async def metrics(request: Request) -> Response:
         for stream, lag in service.lag().items():
             service.metrics.lag.labels(stream).set(lag)
     return Response(generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+async def favicon() -> Response:
+    """The dashboard's icon (a browser asks for it on every page load)."""
+    return Response(FAVICON, media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
 
 
 async def dashboard() -> FileResponse:

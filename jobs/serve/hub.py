@@ -97,7 +97,8 @@ class Hub:
     """Position vector, ring buffer and subscribers of the streams one service follows."""
 
     def __init__(self, start: dict[str, list[int]], ring_size: int,
-                 on_overflow: Callable[[], None] | None = None) -> None:
+                 on_overflow: Callable[[], None] | None = None, version: int = 1) -> None:
+        self.version = version
         self.position = positions.copy(start)
         self.ring: deque[Record] = deque(maxlen=ring_size) if ring_size else deque(maxlen=0)
         self.ring_start = positions.copy(start)
@@ -115,7 +116,7 @@ class Hub:
                 self.skipped += 1
                 continue
             offsets[record.partition] = record.offset + 1
-            stamped = record.with_id(positions.encode(self.position))
+            stamped = record.with_id(positions.encode(self.position, self.version))
             self.received += 1
             if ring.maxlen:
                 if len(ring) == ring.maxlen:
@@ -169,6 +170,19 @@ class Hub:
         self.subscribers.add(subscriber)
         return missed
 
+    def switch(self, start: dict[str, list[int]], version: int, status: Status) -> None:
+        """Follow another view version: its topics' positions, an empty ring, every client told.
+
+        Each subscriber gets ``status`` (``view_switched``) and then the new version's records,
+        whose ids carry the new version; its resume floor belonged to the old topics and goes.
+        """
+        self.version = version
+        self.position, self.ring_start = positions.copy(start), positions.copy(start)
+        self.ring.clear()
+        for subscriber in list(self.subscribers):
+            subscriber.floor = {}
+            subscriber.push_status(status)
+
     def attach(self, subscriber: Subscriber) -> None:
         """Attach a subscriber that starts live, from the current position."""
         self.subscribers.add(subscriber)
@@ -179,6 +193,6 @@ class Hub:
 
     def state(self) -> dict[str, Any]:
         """Positions and sizes for /healthz."""
-        return {"position": positions.encode(self.position), "ring_records": len(self.ring),
-                "ring_start": positions.encode(self.ring_start), "clients": len(self.subscribers),
-                "received": self.received}
+        return {"position": positions.encode(self.position, self.version), "ring_records": len(self.ring),
+                "ring_start": positions.encode(self.ring_start, self.version),
+                "clients": len(self.subscribers), "received": self.received, "view_version": self.version}

@@ -2,8 +2,14 @@
 
 The shared consumer is assigned every partition of its topic at the high watermark found at
 start (no consumer group, nothing committed: positions travel in event ids) and hands parsed
-batches to the hub on the event loop. A resume reader is assigned from a client's position
-vector up to the hub's position at that moment and is closed when it gets there.
+batches to the hub on the event loop. A feed with nothing to read pauses its partitions: some
+brokers (the embedded noida-db among them) answer a fetch at once instead of holding it for
+``fetch.wait.max.ms``, so a caught-up consumer would otherwise fetch in a busy loop (most of a
+core in the service and half of one in the broker). Paused, it asks for the high watermarks,
+one request per topic, at growing intervals (``IDLE_NAP_S``) and resumes when they move.
+
+A resume reader is assigned from a client's position vector up to the hub's position at that
+moment and is closed when it gets there.
 """
 
 from __future__ import annotations
@@ -16,8 +22,10 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from jobs.common.kafka.client import admin_config
 from jobs.serve.records import Record, build_record
 
 logger = logging.getLogger(__name__)
@@ -25,6 +33,7 @@ logger = logging.getLogger(__name__)
 POLL_S = 0.2
 HIGHS_REFRESH_S = 1.0
 METADATA_TIMEOUT_S = 10.0
+IDLE_NAP_S = (0.01, 0.05)  # first and longest wait between two high-watermark checks of an idle feed
 CONSUMER_DEFAULTS = {
     "enable.auto.commit": False,
     "enable.auto.offset.store": False,
@@ -66,6 +75,8 @@ class SharedFeed:
         self.start_offsets = [high for _, high in watermarks(self._consumer, topic)]
         self._consumer.assign([TopicPartition(topic, p, offset)
                                for p, offset in enumerate(self.start_offsets)])
+        self._partitions = [TopicPartition(topic, p) for p in range(len(self.start_offsets))]
+        self._admin = AdminClient({**admin_config(client_config), "log_level": 3})
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"serve-feed-{stream}", daemon=True)
         self.last_poll = time.monotonic()
@@ -90,17 +101,66 @@ class SharedFeed:
         return self._thread.is_alive() and time.monotonic() - self.last_poll < stale_s
 
     def _run(self) -> None:
-        refreshed = 0.0
+        refreshed, was_idle = 0.0, False
         while not self._stop.is_set():
-            messages = self._consumer.consume(self.batch, timeout=POLL_S)
+            messages = (self._first_messages() if was_idle
+                        else self._consumer.consume(self.batch, timeout=POLL_S))
             self.last_poll = time.monotonic()
             records = list(self._records(messages))
             if records:
                 self._deliver(records)
-            if self.last_poll - refreshed > HIGHS_REFRESH_S:
+            was_idle = not messages
+            if was_idle:
+                self._idle()
+            elif self.last_poll - refreshed > HIGHS_REFRESH_S:
                 refreshed = self.last_poll
                 self.highs = [int(self._consumer.get_watermark_offsets(
                     TopicPartition(self.topic, p), cached=True)[1]) for p in range(len(self.start_offsets))]
+
+    def _first_messages(self) -> list[Any]:
+        """After an idle spell: what is there as soon as the first record arrives (no batching wait)."""
+        first = self._consumer.poll(POLL_S)
+        if first is None:
+            return []
+        return [first, *(self._consumer.consume(self.batch - 1, timeout=0) if self.batch > 1 else [])]
+
+    def _idle(self) -> None:
+        """Nothing came for one poll: stop fetching until a high watermark passes the position."""
+        self._consumer.pause(self._partitions)
+        nap = IDLE_NAP_S[0]
+        while not self._stop.wait(nap):
+            self.last_poll = time.monotonic()
+            if self._records_waiting():
+                self._consumer.resume(self._partitions)
+                self._wake_fetcher()
+                return
+            nap = min(2 * nap, IDLE_NAP_S[1])
+
+    def _wake_fetcher(self) -> None:
+        """Make librdkafka fetch the resumed partitions now.
+
+        With every partition paused its broker thread sleeps up to a second between wake-ups,
+        and a resume does not wake it; a request on that thread (a watermark query) does.
+        """
+        try:
+            self._consumer.get_watermark_offsets(self._partitions[0], timeout=METADATA_TIMEOUT_S)
+        except KafkaException as exc:
+            logger.debug("stream=%s topic=%s watermark query failed: %s", self.stream, self.topic, exc)
+
+    def _records_waiting(self) -> bool:
+        """Whether a partition has records past the feed's position (True when unsure)."""
+        try:
+            futures = self._admin.list_offsets({tp: OffsetSpec.latest() for tp in self._partitions},
+                                               request_timeout=METADATA_TIMEOUT_S)
+            highs = [int(futures[tp].result().offset) for tp in self._partitions]
+            positions = self._consumer.position(self._partitions)
+        except KafkaException as exc:
+            logger.debug("stream=%s topic=%s high watermarks unknown (%s); fetching", self.stream,
+                         self.topic, exc)
+            return True
+        self.highs = highs
+        return any(high > (tp.offset if tp.offset >= 0 else start)
+                   for high, tp, start in zip(highs, positions, self.start_offsets, strict=True))
 
     def _records(self, messages: list[Any]) -> Iterator[Record]:
         for message in messages:
@@ -188,11 +248,11 @@ class ResumeReader:
         self._consumer.close()
 
 
-def low_watermarks(client_config: dict[str, Any], topics: dict[str, str]) -> dict[str, list[int]]:
-    """The first retained offset of every partition of each stream."""
+def log_bounds(client_config: dict[str, Any], topics: dict[str, str]) -> dict[str, list[tuple[int, int]]]:
+    """(first retained, next to be written) offsets of every partition of each stream."""
     client = consumer(client_config, "watermarks")
     try:
-        return {stream: [low for low, _ in watermarks(client, topic)] for stream, topic in topics.items()}
+        return {stream: watermarks(client, topic) for stream, topic in topics.items()}
     finally:
         client.close()
 

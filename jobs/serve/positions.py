@@ -5,6 +5,9 @@ follows, as of just after that event, e.g. ``a:42,17,9;s:5,3,0`` (stream code, t
 per partition in partition order; ``a`` = rsvps.analyzed, ``s`` = rsvps.summaries). Every record
 of partition ``p`` below ``vector[p]`` was either delivered to the client or did not match its
 filter, so a client resuming from an id receives exactly the records it has not seen.
+
+Offsets belong to one view version's topics (docs/reprocess.md): ids of version N >= 2 start with
+``v<N>/`` (``v3/a:42,17,9;s:5,3,0``); version 1's have no tag.
 """
 
 from __future__ import annotations
@@ -26,15 +29,26 @@ class PositionError(KappaError):
     exit_code = 2
 
 
-def encode(vector: Mapping[str, list[int]]) -> str:
-    """The event id of a position vector (streams in a fixed order)."""
-    return ";".join(f"{STREAM_CODES[stream]}:{','.join(map(str, offsets))}"
+def encode(vector: Mapping[str, list[int]], version: int = 1) -> str:
+    """The event id of a position vector (streams in a fixed order) of view version ``version``."""
+    body = ";".join(f"{STREAM_CODES[stream]}:{','.join(map(str, offsets))}"
                     for stream, offsets in sorted(vector.items()) if offsets)
+    return body if version == 1 else f"v{version}/{body}"
+
+
+def view_of(event_id: str) -> int:
+    """The view version an event id belongs to (1 without a tag)."""
+    tag, sep, _ = event_id.strip().partition("/")
+    if sep and tag.startswith("v") and tag[1:].isdigit():
+        return int(tag[1:])
+    return 1
 
 
 def parse(event_id: str) -> Vector:
     """Parse an event id back to a vector; raise PositionError saying what is wrong."""
     text = event_id.strip()
+    if view_of(text) != 1:
+        text = text.partition("/")[2]
     if not text or len(text) > MAX_ID_CHARS:
         raise PositionError(f"event id must be 1..{MAX_ID_CHARS} characters like 'a:42,17,9;s:5,3,0', "
                             f"found {len(text)} characters")

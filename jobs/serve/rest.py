@@ -4,12 +4,24 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Path, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
 from pydantic import BaseModel
 
+from jobs.serve.errors import RESPONSES, ErrorBody
 from jobs.serve.service import Service
 
-router = APIRouter(prefix="/api/v1", tags=["summaries"])
+
+async def _view_ready(request: Request) -> None:
+    """503 ``rebuilding`` while the served view has no Redis data and another one is being built."""
+    message = request.app.state.service.rebuilding
+    if message:
+        raise HTTPException(503, message, headers={"Retry-After": "30"})
+
+
+router = APIRouter(prefix="/api/v1", tags=["summaries"], responses=RESPONSES,
+                   dependencies=[Depends(_view_ready)])
+NO_WINDOW: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorBody, "description": "no such window (expired or never written)"}}
 HLL_STANDARD_ERROR = 0.0081
 MAX_LIMIT = 1000
 
@@ -99,8 +111,16 @@ def _items(pairs: list[tuple[str, float]]) -> list[Item]:
     return [Item(item=name, count=int(score)) for name, score in pairs]
 
 
+async def _require_window(service: Service, kind: str, start: int) -> None:
+    """404 when no ``<kind>`` window starts at ``start`` (in the same words for every endpoint)."""
+    if not await service.redis.exists(f"{service.prefix}:{kind}:{start}"):
+        raise HTTPException(404, f"no {kind} window starts at {start} (expired or never written); "
+                                 f"leave out window_start_ms for the latest ones")
+
+
 async def _windows(service: Service, index: str, start: int | None, count: int | None) -> list[int]:
     if start is not None:
+        await _require_window(service, index, start)
         return [start]
     wanted = count or service.cfg.serve.default_windows
     members = await service.redis.zrevrange(f"{service.prefix}:{index}:windows", 0, wanted - 1)
@@ -119,7 +139,7 @@ async def top_topics(request: Request, limit: Limit = 10) -> TopTopics:
     return TopTopics(items=_items(pairs), distinct_topics=distinct)
 
 
-@router.get("/topics/trending", response_model=Trending, responses={404: {"description": "no such window"}})
+@router.get("/topics/trending", response_model=Trending, responses=NO_WINDOW)
 async def trending(request: Request, limit: Limit = 10, window_start_ms: WindowStart = None) -> Trending:
     """Trending topics: the top topics of the latest (or the given) sliding window."""
     service = _service(request)
@@ -129,13 +149,11 @@ async def trending(request: Request, limit: Limit = 10, window_start_ms: WindowS
     start = starts[0]
     key = f"{service.prefix}:trending:{start}"
     pairs = await service.redis.zrevrange(key, 0, limit - 1, withscores=True)
-    if not pairs and window_start_ms is not None and not await service.redis.exists(key):
-        raise HTTPException(404, f"no trending window starts at {start} (expired or never written)")
     length_ms = service.cfg.streaming.trending_window_s * 1000
     return Trending(window_start_ms=start, window_end_ms=start + length_ms, items=_items(pairs))
 
 
-@router.get("/cities", response_model=CityWindows)
+@router.get("/cities", response_model=CityWindows, responses=NO_WINDOW)
 async def cities(request: Request, windows: Windows = None, window_start_ms: WindowStart = None,
                  city: Annotated[list[str] | None, Query(description="only these cities")] = None,
                  limit: Limit = 50) -> CityWindows:
@@ -159,7 +177,7 @@ async def cities(request: Request, windows: Windows = None, window_start_ms: Win
     return CityWindows(windows=out)
 
 
-@router.get("/members", response_model=Members)
+@router.get("/members", response_model=Members, responses=NO_WINDOW)
 async def members(request: Request, windows: Windows = None,
                   window_start_ms: WindowStart = None) -> Members:
     """Approximate distinct members per tumbling window and all time (HyperLogLog)."""
@@ -177,7 +195,7 @@ async def members(request: Request, windows: Windows = None,
 
 
 @router.get("/events/{event_id}", response_model=EventResponses,
-            responses={404: {"description": "unknown or expired event"}})
+            responses={404: {"model": ErrorBody, "description": "unknown or expired event"}})
 async def event(request: Request, event_id: Annotated[str, Path(max_length=200)]) -> EventResponses:
     """Yes/no responses and guests of one event (``kappa:event:<event_id>``)."""
     service = _service(request)

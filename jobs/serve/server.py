@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import threading
 import time
+from typing import Any
 
 import uvicorn
 from pydantic import SecretStr
@@ -27,13 +29,33 @@ def uvicorn_config(app: Guard, host: str, port: int, log_level: str = "warning",
                           limit_concurrency=app.service.cfg.serve.max_clients + 100)
 
 
+class _Terminated(Exception):
+    """SIGTERM reached the process (uvicorn re-raises it after its graceful shutdown)."""
+
+
+def _terminated(signum: int, frame: Any) -> None:
+    raise _Terminated
+
+
 def run(cfg: KappaConfig, token: SecretStr | None, host: str, port: int, log_level: str) -> None:
-    """Serve in the foreground until SIGINT/SIGTERM (registered: `kappa stack down` stops it first)."""
+    """Serve in the foreground until SIGINT/SIGTERM (registered: `kappa stack down` stops it first).
+
+    uvicorn shuts down gracefully on SIGTERM, then raises the signal again for the handler that
+    was there before it; with the default one the process would die at once and leave its
+    pidfile. Here that handler unwinds the stack instead, so the registration is removed.
+    """
     from jobs.common.processes import register_process
 
     server = uvicorn.Server(uvicorn_config(build_app(cfg, token), host, port, log_level))
-    with register_process(cfg, "serve"):
-        server.run()
+    previous = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        with register_process(cfg, "serve"):
+            server.run()
+    except _Terminated:
+        logger.info("serve stopped on SIGTERM")
+        return
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if not server.started:
         raise KappaError(f"kappa serve could not start on {host}:{port} (port in use, or Kafka/Redis "
                          "unreachable: see the log above and docs/runbooks/serve.md)")

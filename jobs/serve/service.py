@@ -15,12 +15,14 @@ from pydantic import SecretStr
 
 from jobs.common.config import KappaConfig
 from jobs.common.errors import ConfigError
+from jobs.common.views import BUILDING, Views, ViewsWatcher, version_config
 from jobs.serve.hub import Hub
 from jobs.serve.kafka_io import SharedFeed
 from jobs.serve.metrics import ServeMetrics
-from jobs.serve.records import STREAMS, Record
+from jobs.serve.records import STREAMS, Record, Status
 
 logger = logging.getLogger(__name__)
+VIEWS_POLL_S = 1.0
 
 
 def auth_token(cfg: KappaConfig, environ: dict[str, str] | None = None) -> SecretStr | None:
@@ -63,6 +65,14 @@ class Service:
     redis: Any = None
     pool: ThreadPoolExecutor | None = None
     prefix: str = "kappa"
+    version: int = 1
+    """The view version served (docs/reprocess.md): its Redis prefix and topics."""
+    watcher: ViewsWatcher | None = None
+    rebuilding: str | None = None
+    """Set while the served version has no data in Redis and another version is being built."""
+    building: tuple[int, ...] = ()
+    _watch: asyncio.Task | None = None
+    _generation: int = 0
 
     @property
     def kafka(self) -> dict[str, Any]:
@@ -80,39 +90,105 @@ class Service:
         loop = asyncio.get_running_loop()
         serve = self.cfg.serve
         check_limits(self.cfg)
-        self.topics = stream_topics(self.cfg)
-        self.prefix = self.cfg.streaming.redis_prefix
+        self.watcher = ViewsWatcher(self.cfg)
+        views = await asyncio.to_thread(self.watcher.poll)
+        self.version = views.current if views is not None else 1
+        self.building = _building(views)
+        view = version_config(self.cfg, self.version)
+        self.topics = stream_topics(view)
+        self.prefix = view.streaming.redis_prefix
         self.redis = aioredis.Redis(**self.cfg.redis.client_kwargs(), decode_responses=True,
                                     socket_timeout=5, socket_connect_timeout=5)
         self.pool = ThreadPoolExecutor(serve.catchup_workers, thread_name_prefix="serve-resume")
+        await self._start_feeds(loop)
+        self.hub = Hub({s: list(f.start_offsets) for s, f in self.feeds.items()},
+                       serve.ring_buffer_size, on_overflow=self.metrics.overflows.inc, version=self.version)
+        for feed in self.feeds.values():
+            feed.start()
+        self._watch = asyncio.create_task(self._follow_views())
+        logger.info("serve started version=%d topics=%s position=%s", self.version, self.topics,
+                    self.hub.state()["position"])
+
+    async def _start_feeds(self, loop: asyncio.AbstractEventLoop) -> None:
+        """One shared consumer per stream of the served version (not started yet)."""
+        serve = self.cfg.serve
+
+        self._generation += 1  # what the feeds of a previous version still deliver is dropped
+        generation = self._generation
 
         def deliver(records: list[Record]) -> None:
-            loop.call_soon_threadsafe(self._publish, records)
+            loop.call_soon_threadsafe(self._publish, records, generation)
 
         def on_gap(stream: str, partition: int, low: int) -> None:
-            loop.call_soon_threadsafe(self._skip, stream, partition, low)
+            loop.call_soon_threadsafe(self._skip, stream, partition, low, generation)
 
         for stream in STREAMS:
             self.feeds[stream] = await loop.run_in_executor(
                 self.pool, partial(SharedFeed, on_gap=on_gap), stream, self.topics[stream], self.kafka,
                 serve.consumer_batch, deliver)
-        self.hub = Hub({s: list(f.start_offsets) for s, f in self.feeds.items()},
-                       serve.ring_buffer_size, on_overflow=self.metrics.overflows.inc)
+
+    async def _follow_views(self) -> None:
+        """Every VIEWS_POLL_S: when another version became current, switch to it."""
+        assert self.watcher is not None
+        while True:
+            await asyncio.sleep(VIEWS_POLL_S)
+            try:
+                views = await asyncio.to_thread(self.watcher.poll)
+                if views is not None:
+                    self.building = _building(views)
+                if views is not None and views.current != self.version:
+                    await self._switch(views.current)
+                await self._check_rebuilding()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a failed poll or switch is retried at the next one
+                logger.exception("serve: following the view pointer failed; retrying")
+
+    async def _check_rebuilding(self) -> None:
+        """``rebuilding`` while the served view lost its Redis data (no fence) and a new one is built."""
+        empty = self.building and not await self.redis.exists(f"{self.prefix}:fence:summaries")
+        self.rebuilding = (
+            f"rebuilding: view version {self.version} has no data in Redis (lost?) and version(s) "
+            f"{', '.join(map(str, self.building))} are being rebuilt from the log; the summaries come "
+            "back when one is promoted (docs/runbooks/redis-lost.md); retry later") if empty else None
+
+    async def _switch(self, version: int) -> None:
+        """Serve ``version``: its Redis prefix and topics; every client told, none disconnected."""
+        loop, previous = asyncio.get_running_loop(), self.version
+        for feed in self.feeds.values():
+            await asyncio.to_thread(feed.stop)
+        view = version_config(self.cfg, version)
+        self.topics, self.prefix, self.version = stream_topics(view), view.streaming.redis_prefix, version
+        await self._start_feeds(loop)
+        self.running_hub().switch({s: list(f.start_offsets) for s, f in self.feeds.items()}, version,
+                                  Status("view_switched", {
+                                      "version": version, "previous": previous, "topics": self.topics,
+                                      "detail": f"view version {version} is current (was {previous}): "
+                                                "events from here on are its records; ids of the "
+                                                "previous version no longer resume"}))
         for feed in self.feeds.values():
             feed.start()
-        logger.info("serve started topics=%s position=%s", self.topics, self.hub.state()["position"])
+        logger.info("serve switched view version=%d previous=%d topics=%s", version, previous, self.topics)
 
-    def _publish(self, records: list[Record]) -> None:
+    def _publish(self, records: list[Record], generation: int) -> None:
+        if generation != self._generation:
+            return
         hub = self.running_hub()
         hub.publish(records)
         self.metrics.received.labels(records[0].stream).inc(len(records))
 
-    def _skip(self, stream: str, partition: int, low: int) -> None:
+    def _skip(self, stream: str, partition: int, low: int, generation: int) -> None:
+        if generation != self._generation:
+            return
         if self.running_hub().skip(stream, partition, low) is not None:
             self.metrics.not_retained.inc()
 
     async def stop(self) -> None:
         """Stop the consumers, the resume pool and the Redis client."""
+        if self._watch is not None:
+            self._watch.cancel()
+        if self.watcher is not None:
+            await asyncio.to_thread(self.watcher.close)
         for feed in self.feeds.values():
             await asyncio.to_thread(feed.stop)
         if self.pool is not None:
@@ -127,3 +203,9 @@ class Service:
         return {stream: sum(max(0, high - offset) for high, offset
                             in zip(feed.highs, hub.position[stream], strict=False) if high >= 0)
                 for stream, feed in self.feeds.items()}
+
+
+def _building(views: Views | None) -> tuple[int, ...]:
+    if views is None:
+        return ()
+    return tuple(sorted(v for v, info in views.versions.items() if info.get("state") == BUILDING))

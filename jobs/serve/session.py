@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 
 from jobs.serve import positions
 from jobs.serve.hub import Item, Subscriber, not_retained
-from jobs.serve.kafka_io import ResumeReader, in_thread, low_watermarks
+from jobs.serve.kafka_io import ResumeReader, in_thread, log_bounds
 from jobs.serve.records import Record, Status
 from jobs.serve.service import Service
 
@@ -25,6 +25,29 @@ def welcome(service: Service, subscriber: Subscriber, position: str) -> Status:
     """The first message of a connection: its filter and the position it starts after."""
     return Status("connected", {"id": position, "filter": subscriber.filter.describe(),
                                 "client_buffer": subscriber.limit})
+
+
+async def beyond_log(service: Service, resume: positions.Vector) -> str | None:
+    """Why a resume vector is no position of the followed topics; None when it may be one.
+
+    Ids ahead of this service's position are fine as long as Kafka has those offsets (another
+    instance issued them: the client gets nothing twice); an offset past a partition's end
+    was never issued for this log (the topic was recreated, or the id was made up).
+    """
+    hub = service.running_hub()
+    ahead = [stream for stream, offsets in resume.items() if stream in hub.position
+             and any(o > now for o, now in zip(offsets, hub.position[stream], strict=False))]
+    if not ahead:
+        return None
+    bounds = await in_thread(service.pool, log_bounds, service.kafka,
+                             {stream: service.topics[stream] for stream in ahead})
+    for stream in ahead:
+        for partition, (offset, (_, end)) in enumerate(zip(resume[stream], bounds[stream], strict=False)):
+            if offset > end:
+                return (f"event id is past the end of the log: partition {partition} of "
+                        f"{service.topics[stream]} ends at offset {end}, the id says {offset} (was the "
+                        "topic recreated?); reconnect without Last-Event-ID to start from the live position")
+    return None
 
 
 async def items(service: Service, subscriber: Subscriber,
@@ -76,10 +99,10 @@ async def _catch_up(service: Service, subscriber: Subscriber,
 
 async def _retention(service: Service, streams: set[str], current: positions.Vector) -> Status | None:
     topics = {stream: service.topics[stream] for stream in streams}
-    lows = await in_thread(service.pool, low_watermarks, service.kafka, topics)
+    bounds = await in_thread(service.pool, log_bounds, service.kafka, topics)
     gaps = []
     for stream in streams:
-        for partition, low in enumerate(lows[stream][: len(current[stream])]):
+        for partition, (low, _) in enumerate(bounds[stream][: len(current[stream])]):
             if current[stream][partition] < low:
                 gaps.append({"stream": stream, "partition": partition,
                              "from_offset": current[stream][partition], "earliest_retained": low})

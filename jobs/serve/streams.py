@@ -5,15 +5,16 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request, WebSocket, WebSocketDisconnect
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from sse_starlette.sse import EventSourceResponse, SendTimeoutError
 
 from jobs.common.errors import KappaError
 from jobs.serve import positions, session
+from jobs.serve.errors import ErrorBody, error_response
 from jobs.serve.hub import Subscriber
 from jobs.serve.records import Filter, Record, Status, make_filter
 from jobs.serve.service import Service
@@ -56,8 +57,17 @@ def _open(service: Service, streams: list[str] | None, topics: list[str] | None,
           cities: list[str] | None, resume_id: str | None) -> tuple[Subscriber, positions.Vector | None]:
     serve = service.cfg.serve
     flt = make_filter(streams, topics, cities, serve.max_filter_values)
+    subscriber = Subscriber(flt, serve.client_buffer, serve.lag_warning_fraction)
+    if resume_id and positions.view_of(resume_id) != service.version:
+        # offsets of another view version's topics: nothing to resume here; start live, say why
+        positions.parse(resume_id)  # still refuse an id that is not one
+        subscriber.push_status(Status("view_switched", {
+            "version": service.version, "previous": positions.view_of(resume_id), "topics": service.topics,
+            "detail": f"the id belongs to view version {positions.view_of(resume_id)}; version "
+                      f"{service.version} is current: its events follow from now"}))
+        return subscriber, None
     resume = positions.parse(resume_id) if resume_id else None
-    return Subscriber(flt, serve.client_buffer, serve.lag_warning_fraction), resume
+    return subscriber, resume
 
 
 def _full(service: Service) -> bool:
@@ -67,7 +77,8 @@ def _full(service: Service) -> bool:
 @router.get("/api/v1/stream", response_class=EventSourceResponse, responses={
     200: {"content": {"text/event-stream": {}},
           "description": "SSE: `rsvp` and `summary` events (id = Kafka position vector) and `status`"},
-    400: {"description": "bad filter or Last-Event-ID"}, 503: {"description": "client limit reached"}})
+    400: {"model": ErrorBody, "description": "bad filter, or a Last-Event-ID that is no position of the log"},
+    503: {"model": ErrorBody, "description": "client limit reached"}})
 async def sse_stream(request: Request, *, stream: StreamParam = None, topic: TopicParam = None,
                      city: CityParam = None, last_event_id: ResumeParam = None,
                      last_event_id_header: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
@@ -76,13 +87,15 @@ async def sse_stream(request: Request, *, stream: StreamParam = None, topic: Top
     service = _service(request.app)
     if _full(service):
         service.metrics.rejected.labels("client_limit").inc()
-        return JSONResponse({"error": f"{service.cfg.serve.max_clients} clients are connected "
-                                      "(serve.max_clients); retry later"}, 503,
-                            headers={"Retry-After": "5"})
+        return error_response(503, f"{service.cfg.serve.max_clients} clients are connected "
+                                   "(serve.max_clients); retry later", headers={"Retry-After": "5"})
     try:
         subscriber, resume = _open(service, stream, topic, city, last_event_id_header or last_event_id)
     except KappaError as exc:
-        return JSONResponse({"error": str(exc)}, 400)
+        return error_response(400, str(exc))
+    beyond = await session.beyond_log(service, resume) if resume else None
+    if beyond:
+        return error_response(400, beyond)
     return _EventStream(
         _sse_body(service, subscriber, resume), ping=service.cfg.serve.ping_s,
         send_timeout=service.cfg.serve.send_timeout_s, headers={"X-Accel-Buffering": "no"},
@@ -114,27 +127,42 @@ async def ws_stream(websocket: WebSocket) -> None:
         subscriber, resume = _open(service, params.getlist("stream") or None,
                                    params.getlist("topic") or None, params.getlist("city") or None,
                                    params.get("last_event_id"))
+        refusal = await session.beyond_log(service, resume) if resume else None
     except KappaError as exc:
-        await websocket.accept()
-        await websocket.send_text(Status("error", {"detail": str(exc)}).ws)
+        refusal = str(exc)
+    await websocket.accept()
+    if refusal:
+        await websocket.send_text(Status("error", {"detail": refusal}).ws)
         await websocket.close(WS_POLICY_VIOLATION)
         return
-    await websocket.accept()
     if _full(service):
         service.metrics.rejected.labels("client_limit").inc()
         await websocket.send_text(Status("error", {"detail": "client limit reached; retry later"}).ws)
         await websocket.close(WS_TRY_AGAIN_LATER)
         return
     service.metrics.clients.labels("ws").inc()
+    sender = asyncio.create_task(_ws_send(service, websocket, subscriber, resume))
     receiver = asyncio.create_task(_ws_receive(service, websocket, subscriber))
     try:
-        await _ws_send(service, websocket, subscriber, resume)
-    except (WebSocketDisconnect, RuntimeError, TimeoutError) as exc:
-        logger.debug("websocket ended: %s", exc)
+        # Either direction ending ends the session: a client that closed is noticed by the
+        # receiver while the sender may wait for events that never come.
+        done, _ = await asyncio.wait({sender, receiver}, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            _log_end(task)
     finally:
-        receiver.cancel()
+        for task in (sender, receiver):
+            task.cancel()
+        await asyncio.gather(sender, receiver, return_exceptions=True)
         service.metrics.clients.labels("ws").dec()
         await _close_quietly(websocket)
+
+
+def _log_end(task: asyncio.Task[None]) -> None:
+    exc = None if task.cancelled() else task.exception()
+    if exc is None or isinstance(exc, (WebSocketDisconnect, RuntimeError, TimeoutError)):
+        logger.debug("websocket ended: %r", exc)
+    else:
+        logger.error("websocket session failed: %r", exc, exc_info=exc)
 
 
 async def _ws_send(service: Service, websocket: WebSocket, subscriber: Subscriber,
@@ -158,22 +186,35 @@ async def _ws_send(service: Service, websocket: WebSocket, subscriber: Subscribe
 
 
 async def _ws_receive(service: Service, websocket: WebSocket, subscriber: Subscriber) -> None:
+    """Apply the client's filter messages until it disconnects; answer a bad one and go on."""
     limit = service.cfg.serve.max_filter_values
     while True:
-        text = await websocket.receive_text()
+        message = await websocket.receive()
+        if message["type"] == "websocket.disconnect":
+            return
         try:
-            message = json.loads(text)
-            if not isinstance(message, dict) or message.get("type") != "filter":
-                raise ValueError("not a filter message")
-            new: Filter = make_filter(message.get("streams"), message.get("topics"),
-                                      message.get("cities"), limit)
-        except (ValueError, KappaError) as exc:
-            detail = (f"{exc}: send {{\"type\": \"filter\", \"streams\": [...], \"topics\": [...], "
-                      f"\"cities\": [...]}}; the current filter stays")
+            new = _filter_message(message, limit)
+        except (ValueError, RecursionError, KappaError) as exc:
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            logger.warning("websocket client %s sent a bad message (%s); answered with an error",
+                           websocket.client, reason[:200])
+            detail = (f"{reason}: send {{\"type\": \"filter\", \"streams\": [...], \"topics\": [...], "
+                      f"\"cities\": [...]}} as a text message; the current filter stays")
             subscriber.push_status(Status("error", {"detail": detail}), first=True)
             continue
         subscriber.filter = new
         subscriber.push_status(Status("filter", {"filter": new.describe()}), first=True)
+
+
+def _filter_message(message: Mapping[str, Any], limit: int) -> Filter:
+    """The filter of one received WebSocket message; ValueError/KappaError saying what is wrong."""
+    text = message.get("text")
+    if text is None:
+        raise ValueError("binary messages are not understood")
+    parsed = json.loads(text)
+    if not isinstance(parsed, dict) or parsed.get("type") != "filter":
+        raise ValueError("not a filter message")
+    return make_filter(parsed.get("streams"), parsed.get("topics"), parsed.get("cities"), limit)
 
 
 async def _close_quietly(websocket: WebSocket) -> None:

@@ -1,1 +1,1 @@
-"""Placeholder package; see README "What runs today"."""
+"""The RSVP streaming job: live and replay runs, the fenced Redis sink, checkpoints (docs/streaming.md)."""

@@ -27,7 +27,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from jobs.common.errors import KappaError
@@ -58,12 +58,15 @@ class BatchEffects:
     new_fence: dict[Partition, int]
     totals: dict[str, int]
     metrics: dict[str, Any]
+    stream_ms: dict[Partition, int | None] = field(default_factory=dict)
+    """The stream time at each partition's new fence (jobs/streaming/stream_time.py)."""
 
     def as_json(self) -> dict[str, Any]:
         """The pending file's content."""
         return {"format": PENDING_FORMAT, "batch_id": self.batch_id, "increments": self.increments,
                 "expected": _pairs(self.expected), "new_fence": _pairs(self.new_fence),
-                "totals": self.totals, "metrics": self.metrics}
+                "totals": self.totals, "metrics": self.metrics,
+                "stream_ms": [[t, p, s] for (t, p), s in sorted(self.stream_ms.items())]}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> BatchEffects:
@@ -74,7 +77,8 @@ class BatchEffects:
         return cls(batch_id=int(data["batch_id"]), increments=list(data["increments"]),
                    expected={(t, int(p)): int(o) for t, p, o in data["expected"]},
                    new_fence={(t, int(p)): int(o) for t, p, o in data["new_fence"]},
-                   totals=dict(data["totals"]), metrics=dict(data["metrics"]))
+                   totals=dict(data["totals"]), metrics=dict(data["metrics"]),
+                   stream_ms={(t, int(p)): s for t, p, s in data.get("stream_ms", [])})
 
 
 class EffectsWriter:
@@ -95,7 +99,8 @@ class EffectsWriter:
         summary records went to the summaries topic.
         """
         began = time.monotonic()
-        meta = {"batch_id": effects.batch_id, "query": self.query, "totals": effects.totals}
+        meta = {"batch_id": effects.batch_id, "query": self.query, "totals": effects.totals,
+                "stream_ms": effects.stream_ms}
         if applied_before:
             changed = self.sink.changed(effects.increments)
             summaries = self.sink.read_back(changed, self.windows_ms, self.top_n)

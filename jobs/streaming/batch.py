@@ -3,7 +3,8 @@
 Order of effects, chosen so that a crash at any point loses nothing and counts nothing twice:
 Kafka outputs (at least once, keyed, flushed by the tasks), then the batch's Redis effects
 (exactly once: the fenced apply, then the summaries read back from Redis and the metrics), then
-the batch's watermark record; Spark commits the batch only after this function returns. With
+the stream times the batch reached (jobs/streaming/stream_time.py); Spark commits the batch only
+after this function returns. With
 ``streaming.apply_in_background`` the Redis effects are written durably to a pending file
 instead and applied while the next batch runs (jobs/streaming/applier.py).
 """
@@ -14,6 +15,7 @@ import logging
 import time
 import traceback
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -26,9 +28,12 @@ from jobs.common.kafka.client import producer_config
 from jobs.streaming.aggregates import Windows
 from jobs.streaming.applier import BackgroundApply, BackgroundApplyFailed, BatchEffects, EffectsWriter
 from jobs.streaming.batch_metrics import Lag, Totals, batch_metrics
+from jobs.streaming.gaps import check_batch_start
+from jobs.streaming.preflight import watermarks
 from jobs.streaming.redis_script import Partition
 from jobs.streaming.redis_sink import RedisSummarySink
-from jobs.streaming.state import BatchWatermark, PendingApplyFile, WatermarkLog
+from jobs.streaming.state import BatchWatermark, PendingApplyFile
+from jobs.streaming.stream_time import StreamTimeLog, later, merge_points
 from jobs.streaming.task import TASK_SCHEMA, PhaseClock, TaskPlan, batch_task
 from jobs.streaming.task_output import split_output, task_timings
 from jobs.streaming.validate import Rules
@@ -60,23 +65,26 @@ def windows_from(cfg: KappaConfig) -> Windows:
 class BatchProcessor:
     """The ``foreachBatch`` function of one query; holds the driver's clients."""
 
-    def __init__(self, cfg: KappaConfig, query: str, sinks: frozenset[str], watermarks: WatermarkLog,
+    def __init__(self, cfg: KappaConfig, query: str, sinks: frozenset[str], checkpoint: Path,
                  redis_sink: RedisSummarySink | None) -> None:
         self.cfg, self.query, self.sinks = cfg, query, sinks
-        self.watermarks, self.redis = watermarks, redis_sink
+        self.stream_log, self.redis = StreamTimeLog(checkpoint), redis_sink
+        self.grace_ms = cfg.streaming.watermark_s * 1000
         self.rules, self.windows = rules_from(cfg), windows_from(cfg)
         self.producer = Producer(producer_config(cfg.kafka.client_config()))
         self.lag = Lag(cfg.kafka.client_config())
         self.totals = Totals()
         self.source: dict[str, str] | None = None
         """The Kafka read's options when the query's source emits offset ranges (set by the job)."""
-        self.pending = PendingApplyFile(watermarks.checkpoint)
+        self.pending = PendingApplyFile(checkpoint)
         self.writer = self._writer() if redis_sink is not None else None
         self.background = (BackgroundApply(self.writer, self.pending, on_error=self._publish_error,
                                            on_written=self._count_summaries)
                            if self.writer is not None and cfg.streaming.apply_in_background else None)
         self._fence: dict[Partition, int] | None = None
         """Background apply: the fence after the last batch handed over (None: read it from Redis)."""
+        self._fence_points: dict[Partition, dict[int, int | None]] | None = None
+        """Stream times the Redis fence recorded (read once per start)."""
 
     def _writer(self) -> EffectsWriter:
         assert self.redis is not None
@@ -121,12 +129,12 @@ class BatchProcessor:
     def _process(self, df: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
         clock = PhaseClock()
-        used = self.watermarks.for_batch(batch_id)
         fence = self._fence_for_batch()
+        points = merge_points(self._redis_points(), self.stream_log.points())
         # One pass: every task validates its records, produces the Kafka outputs and counts;
         # only the counts come back (jobs/streaming/task.py).
         clock.lap("fence")
-        output = df.mapInArrow(batch_task(self._plan(used, fence)), TASK_SCHEMA).toArrow()
+        output = df.mapInArrow(batch_task(self._plan(points, fence)), TASK_SCHEMA).toArrow()
         clock.lap("read_process_produce")
         stats, increments = split_output(output)
         tasks = task_timings(output)
@@ -138,8 +146,9 @@ class BatchProcessor:
         if KAFKA in self.sinks:
             written |= {"analyzed": sum(st["valid_rows"] for st in stats),
                         "dlq": sum(st["dlq_rows"] for st in stats)}
-        batch_max = max((s["max_event_ms"] for s in stats if s["max_event_ms"] is not None), default=None)
-        max_after = max((v for v in (used.max_event_ms, batch_max) if v is not None), default=None)
+        ends = stream_ends(stats)
+        used = batch_watermark(ends, points, self.grace_ms)
+        max_after = used.max_event_ms
         metrics = batch_metrics(self.query, batch_id, stats, used, max_after=max_after,
                                 elapsed_s=time.monotonic() - started, counted=self.redis is not None,
                                 behind=self.lag.advance(stats), emitted_ms=int(time.time() * 1000))
@@ -149,13 +158,13 @@ class BatchProcessor:
         if self.writer is None:
             self._publish_metrics(metrics)
         else:
-            effects = self._effects(batch_id, increments, fence, stats, metrics)
+            effects = self._effects(batch_id, increments, fence, stats, metrics, ends=ends)
             if self.background is not None:
                 self.background.submit(effects)
                 self._fence = {**fence, **effects.new_fence}
             else:
                 written["summaries"] = self.writer.write(effects)
-        self.watermarks.record(batch_id, used, max_after)
+        self.stream_log.record(ends)
         self.totals.add(metrics, written)
         logger.info("batch query=%s batch_id=%d rows=%d valid=%d dlq=%d late=%d applied=%d elapsed_s=%.2f",
                     self.query, batch_id, metrics["input_rows"], metrics["valid_rows"],
@@ -169,21 +178,36 @@ class BatchProcessor:
             self._fence = self.redis.fence()
         return dict(self._fence)
 
+    def _redis_points(self) -> dict[Partition, dict[int, int | None]]:
+        if self.redis is None:
+            return {}
+        if self._fence_points is None:
+            self._fence_points = self.redis.stream_points()
+        return self._fence_points
+
     def _effects(self, batch_id: int, increments: list[dict[str, Any]], fence: dict[Partition, int],
-                 stats: list[dict[str, Any]], metrics: dict[str, Any]) -> BatchEffects:
+                 stats: list[dict[str, Any]], metrics: dict[str, Any], *,
+                 ends: dict[Partition, tuple[int, int | None]]) -> BatchEffects:
         new_fence = {(st["topic"], st["partition"]): st["max_offset"] + 1 for st in stats
                      if st["applicable"]}
+        first = {(st["topic"], st["partition"]): st["min_offset"] for st in stats if st["applicable"]}
+        unfenced = sorted(tp for tp in first if tp not in fence)
+        earliest = {tp: low for tp, (low, _) in watermarks(self.cfg, unfenced).items()} if unfenced else {}
+        check_batch_start(batch_id, {tp: o for tp, o in fence.items() if tp in first}, first, earliest)
         totals = {name: sum(st[f"{name}_rows"] for st in stats if st["applicable"])
                   for name in ("input", "valid", "dlq", "late")}
         return BatchEffects(batch_id=batch_id, increments=increments, expected=fence,
-                            new_fence=new_fence, totals=totals, metrics=metrics)
+                            new_fence=new_fence, totals=totals, metrics=metrics,
+                            stream_ms={tp: ends[tp][1] for tp in new_fence if tp in ends})
 
     def _count_summaries(self, written: int) -> None:
         self.totals.summaries_written += written  # the background thread is the only writer
 
-    def _plan(self, used: BatchWatermark, fence: Mapping[Partition, int]) -> TaskPlan:
+    def _plan(self, points: Mapping[Partition, Mapping[int, int | None]],
+              fence: Mapping[Partition, int]) -> TaskPlan:
         s, produces = self.cfg.streaming, KAFKA in self.sinks
-        return TaskPlan(rules=self.rules, windows=self.windows, watermark_ms=used.watermark_ms,
+        return TaskPlan(rules=self.rules, windows=self.windows, grace_ms=self.grace_ms,
+                        stream_points={tp: dict(offsets) for tp, offsets in points.items()},
                         fence=dict(fence), analyzed_topic=s.analyzed_topic if produces else None,
                         dlq_topic=s.dlq_topic if produces else None,
                         kafka=self.cfg.kafka.client_config(), count=self.redis is not None,
@@ -229,3 +253,30 @@ class BatchProcessor:
             self.background.close()
         self.producer.flush(30)
         self.lag.close()
+
+
+def stream_ends(stats: list[dict[str, Any]]) -> dict[Partition, tuple[int, int | None]]:
+    """Each partition's next offset after the batch and its stream time there (the tasks' stats)."""
+    ends: dict[Partition, tuple[int, int | None]] = {}
+    for st in stats:
+        tp = (st["topic"], st["partition"])
+        offset, stream_ms = ends.get(tp, (0, None))
+        ends[tp] = (max(offset, st["max_offset"] + 1), later(stream_ms, st.get("stream_ms")))
+    return ends
+
+
+def batch_watermark(ends: Mapping[Partition, tuple[int, int | None]],
+                    points: Mapping[Partition, Mapping[int, int | None]], grace_ms: int) -> BatchWatermark:
+    """The metrics' watermark: the lowest stream time of the partitions minus the grace.
+
+    A new record of any partition with an event time below it is late; ``max_event_ms`` is the
+    highest stream time. Partitions the batch did not read count with their last known point.
+    """
+    times = {tp: stream_ms for tp, (_, stream_ms) in ends.items()}
+    for tp, offsets in points.items():
+        if tp not in times and offsets:
+            times[tp] = offsets[max(offsets)]
+    known = [t for t in times.values() if t is not None]
+    if not known:
+        return BatchWatermark(None, None)
+    return BatchWatermark(min(known) - grace_ms, max(known))

@@ -32,6 +32,7 @@ from jobs.streaming.state import (
     last_offsets,
     lock_holder,
 )
+from jobs.streaming.stream_time import StreamTimeLog
 
 logger = logging.getLogger(__name__)
 Progress = Callable[[str], None]
@@ -54,10 +55,57 @@ def _partitions(cfg: KappaConfig) -> list[tuple[str, int]]:
         consumer.close()
 
 
+def corrupt(path: Path) -> str | None:
+    """The first unreadable file among the last offset and commit logs of a checkpoint, and why.
+
+    Spark's offset log file is ``v1``, a metadata JSON line, then one JSON line of offsets per
+    source; a commit file is ``v1`` and one JSON line. A torn or truncated last file (a full disk,
+    a copy cut short) stops every start of the query; the remedy is a new checkpoint.
+    """
+    for folder, least in (("offsets", 3), ("commits", 2)):
+        files = sorted((p for p in (path / folder).glob("*") if p.name.isdigit()),
+                       key=lambda p: int(p.name)) if (path / folder).is_dir() else []
+        if not files:
+            continue
+        last = files[-1]
+        try:
+            lines = last.read_text().splitlines()
+            for line in lines[1:]:
+                if line.strip() != "-":
+                    json.loads(line)
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            return f"{last} is unreadable ({exc})"
+        if len(lines) < least or not lines[0].startswith("v"):
+            return (f"{last} has {len(lines)} line(s), expected a version line and {least - 1} "
+                    "JSON line(s)")
+    return None
+
+
+def corrupt_remedy(name: str) -> str:
+    """What to do about a corrupt checkpoint (docs/runbooks/checkpoint.md)."""
+    return (f"rebuild it from the Redis fence: `kappa stream checkpoint rebuild --query {name} "
+            f"--execute` (or reset it to a time: `kappa stream checkpoint reset --query {name} --to "
+            "<timestamp> --execute`); the old checkpoint is kept beside the new one")
+
+
+def after_failure(query: str, path: Path) -> str:
+    """What a failed query leaves behind, and what the next start does with it."""
+    broken = corrupt(path)
+    if broken:
+        return f"its checkpoint is corrupt: {broken}; {corrupt_remedy(query)}"
+    planned, committed = last_offsets(path), last_committed(path)
+    if planned is not None and (committed is None or planned[0] > committed):
+        return (f"batch {planned[0]} was planned but not committed: the next start retries it "
+                "(see platform.errors and docs/runbooks/streaming-down.md)")
+    return (f"no batch was left half done (checkpoint {path}); fix the cause and start again "
+            "(see platform.errors and docs/runbooks/streaming-down.md)")
+
+
 def inspect(cfg: KappaConfig, query: str | None = None) -> dict[str, Any]:
     """The checkpoint's last batch and offsets against Kafka and the Redis fence."""
     name, path = _query(cfg, query)
-    planned = last_offsets(path)
+    broken = corrupt(path)
+    planned = None if broken else last_offsets(path)
     tps = _partitions(cfg)
     marks = watermarks(cfg, tps)
     fence = _fence(cfg)
@@ -72,11 +120,12 @@ def inspect(cfg: KappaConfig, query: str | None = None) -> dict[str, Any]:
             "earliest": earliest, "latest": latest,
             "lost": at is not None and at < earliest, "behind": None if at is None else latest - at,
             "sink_minus_checkpoint": None if at is None or tp not in fence else fence[tp] - at})
-    verdict = _verdict(path, planned, partitions)
+    verdict = (f"corrupt: {broken}; {corrupt_remedy(name)}" if broken
+               else _verdict(path, planned, partitions))
     pending = PendingApplyFile(path).read()
     return {"query": name, "checkpoint": str(path), "exists": path.is_dir(),
             "running_pid": lock_holder(path), "last_planned_batch": planned[0] if planned else None,
-            "last_committed_batch": last_committed(path), "partitions": partitions,
+            "last_committed_batch": None if broken else last_committed(path), "partitions": partitions,
             "pending_apply_batch": pending.get("batch_id") if pending else None,
             "verdict": verdict}
 
@@ -149,7 +198,7 @@ def _replace(path: Path, name: str, start: dict[str, dict[str, int]], what: str,
     if not execute:
         progress("dry run: nothing changed (add --execute to do it)")
         return plan
-    carried = _carry_watermark(path)
+    carried = _carry_stream_time(path)
     pending = PendingApplyFile(path).read()  # Redis effects not yet applied: the next start applies them
     if path.exists():
         shutil.move(str(path), str(backup))
@@ -158,20 +207,19 @@ def _replace(path: Path, name: str, start: dict[str, dict[str, int]], what: str,
     initial = path / STATE_FOLDER / "initial-offsets.json"
     initial.parent.mkdir(parents=True)
     initial.write_text(json.dumps(start))
-    if carried is not None:
-        seed = path / "kappa-state" / "watermarks" / "seed.json"
-        seed.parent.mkdir(parents=True)
-        seed.write_text(json.dumps({"max_event_ms": carried}))
+    if carried is not None:  # facts about the log, valid for any checkpoint of these topics
+        log = StreamTimeLog(path)
+        log.path.parent.mkdir(parents=True, exist_ok=True)
+        log.path.write_bytes(carried)
     progress(f"done: the next `kappa stream run --query {name}` starts at {json.dumps(start)}")
     return plan
 
 
-def _carry_watermark(path: Path) -> int | None:
-    folder = path / "kappa-state" / "watermarks"
-    ids = sorted(int(p.stem) for p in folder.glob("*.json") if p.stem.isdigit()) if folder.is_dir() else []
-    if not ids:
+def _carry_stream_time(path: Path) -> bytes | None:
+    try:
+        return StreamTimeLog(path).path.read_bytes()
+    except FileNotFoundError:
         return None
-    return json.loads((folder / f"{ids[-1]}.json").read_text()).get("max_event_ms")
 
 
 def _parse_time(text: str) -> datetime:

@@ -26,6 +26,13 @@ def register(app: typer.Typer) -> None:
     app.add_typer(summaries_app, name="summaries")
 
 
+def _current():
+    """The config of the current view version (the summaries a reader sees: docs/reprocess.md)."""
+    from jobs.common.views import current_config
+
+    return current_config(load_config())
+
+
 def progress(message: str) -> None:
     """A progress line on stderr."""
     typer.echo(f".. {message}", err=True)
@@ -89,6 +96,9 @@ def run(
                      ] = False,
     max_offsets: Annotated[int | None, typer.Option(
         "--max-offsets-per-trigger", help="Records per micro-batch (default from conf).")] = None,
+    version: Annotated[int | None, typer.Option(
+        "--version", help="View version whose outputs the run writes (default: the current one; "
+                          "docs/reprocess.md).")] = None,
     as_json: Annotated[bool, JSON_OPTION] = False,
 ) -> None:
     """Run the RSVP job: live until SIGTERM (stops after the current batch), or replay a range."""
@@ -106,8 +116,14 @@ def run(
                    ending=(parse_bound(to, "--to") or "latest") if mode == "replay" else None,
                    sinks=_sinks(sinks), skip_lost=skip_lost, max_offsets_per_trigger=max_offsets,
                    fresh=fresh)
-    cfg = load_config()
-    with register_process(cfg, "streaming"):
+    if version is not None and version < 1:
+        raise ConfigError(f"--version must be >= 1, got {version}")
+    from jobs.common.views import current_version, version_config
+
+    base = load_config()
+    chosen = version if version is not None else current_version(base)
+    cfg = version_config(base, chosen)
+    with register_process(cfg, "streaming" if chosen == 1 else f"streaming-v{chosen}"):
         report = run_stream(cfg, spec, progress=progress)
     if as_json:
         typer.echo(json.dumps(report.as_dict()))
@@ -150,11 +166,13 @@ def submit(
 
 
 @stream_app.command("status")
-def status(as_json: Annotated[bool, JSON_OPTION] = False) -> None:
-    """Every query that reported to Redis: running or not, last batch, rows/s, lag, watermark."""
+def status(as_json: Annotated[bool, JSON_OPTION] = False,
+           hide_finished: Annotated[bool, typer.Option(
+               "--hide-finished", help="Leave out replays that reached their end.")] = False) -> None:
+    """Every query that reported: state (running, waiting, finished, stopped, failed), last batch, lag."""
     from jobs.streaming.status import status_lines, status_rows
 
-    rows = status_rows(load_config())
+    rows = status_rows(load_config(), finished=not hide_finished)
     if as_json:
         typer.echo(json.dumps(rows))
         return
@@ -183,7 +201,7 @@ def top_topics(n: Annotated[int | None, typer.Option("-n", help="How many (defau
     """All-time top topics (exact counts)."""
     from jobs.streaming import summaries
 
-    items = summaries.top_topics(load_config(), n)
+    items = summaries.top_topics(_current(), n)
     _print(items, as_json, lambda: [f"{i['count']:>8}  {i['item']}" for i in items])
 
 
@@ -193,7 +211,7 @@ def trending(windows: Annotated[int, typer.Option("--windows", help="How many la
     """Top topics of the latest sliding windows."""
     from jobs.streaming import summaries
 
-    data = summaries.trending(load_config(), windows)
+    data = summaries.trending(_current(), windows)
     _print(data, as_json, lambda: [
         line for w in data for line in
         [f"window {_iso(w['window_start_ms'])} .. {_iso(w['window_end_ms'])}"]
@@ -207,7 +225,7 @@ def cities(windows: Annotated[int, typer.Option("--windows", help="How many late
     """RSVPs per city in the latest 1-minute windows (with approximate distinct members)."""
     from jobs.streaming import summaries
 
-    data = summaries.cities(load_config(), windows, n)
+    data = summaries.cities(_current(), windows, n)
     _print(data, as_json, lambda: [
         line for w in data for line in
         [f"window {_iso(w['window_start_ms'])}: {w['total']} RSVPs, ~{w['approx_distinct_members']} "
@@ -221,7 +239,7 @@ def event(event_id: Annotated[str, typer.Argument(help="The event id (event.even
     from jobs.common.errors import KappaError
     from jobs.streaming import summaries
 
-    data = summaries.event(load_config(), event_id)
+    data = summaries.event(_current(), event_id)
     if data is None:
         raise KappaError(f"no summary for event {event_id!r} (unknown, or expired after "
                          "streaming.event_ttl_s)")

@@ -5,7 +5,7 @@ each new worker imports what its task needs after the fork: pyspark's worker and
 serializers (from ``pyspark.zip``, which Spark puts first on the workers' path and which Python
 cannot cache bytecode for), pyarrow, pandas, redis, confluent-kafka and the job's modules. Measured:
 imports were 40 % of the Python workers' samples in a profile of a 300k replay
-(docs/benchmarks.md, "Streaming job"), paid at every job start and by every batch that lands on a
+(docs/explanation/streaming-performance.md), paid at every job start and by every batch that lands on a
 new worker. Imported here, before the forks, every worker inherits them. Spark starts this module
 as ``spark.python.daemon.module`` (jobs/streaming/job.py); on a cluster it comes with the job's
 code (``--py-files``).
@@ -14,8 +14,8 @@ Threads: pyspark's daemon imports the worker module after the fork because numpy
 start threads on import. Here those are OpenBLAS's pool (one thread is asked for below, so none
 is started; the tasks do no linear algebra) and jemalloc's background thread, which jemalloc
 carries across ``fork()`` with its own ``pthread_atfork`` handlers. The loader's daemon
-(jobs/loader/daemon.py) has forked workers after importing the same libraries (through Great
-Expectations) since issue 15, and the streaming tests (end to end, three kill -9s, the
+(jobs/loader/daemon.py) forks workers after importing the same libraries (through Great
+Expectations), and the streaming tests (end to end, three kill -9s, the
 standalone cluster) run with this one.
 
 Before the imports Spark's own pyspark and py4j zips are taken off the path where they are the

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import signal
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from jobs.common.config import KappaConfig
@@ -22,8 +22,20 @@ from jobs.common.errors import KappaError
 from jobs.common.kafka.adapter import Bound, read_options
 from jobs.common.spark import choose_backends
 from jobs.streaming.batch import KAFKA, REDIS, BatchProcessor, windows_from
+from jobs.streaming.checkpoint import after_failure, corrupt, corrupt_remedy
+from jobs.streaming.gaps import check_replay_start
 from jobs.streaming.preflight import check_retention
-from jobs.streaming.state import QueryLock, WatermarkLog, check_fingerprint, checkpoint_path, fingerprint
+from jobs.streaming.range_check import check_range
+from jobs.streaming.state import (
+    CheckpointError,
+    QueryLock,
+    check_fingerprint,
+    checkpoint_path,
+    fingerprint,
+    last_offsets,
+)
+from jobs.streaming.waiting import stop_on_signals, wait
+from jobs.streaming.watch import KafkaWatch, RunStatus
 
 logger = logging.getLogger(__name__)
 WORKER_CONF = {"spark.python.daemon.module": "jobs.streaming.daemon"}
@@ -35,7 +47,8 @@ its JIT stops at the quick compiler (C1), and its heap gives memory it does not 
 cycle after 2 s without a collection, then the heap shrunk to 30 % free). Measured on 300k
 replays: the JVM's CPU per event halved with C1, most of it C2 compiler threads; the JVM's peak
 RSS over four replays in one JVM 346-363 MB against 374-590 (it grew replay by replay) for
-0.1-0.2 s more JVM CPU per replay (docs/benchmarks.md). ``spark.conf`` can override it."""
+0.1-0.2 s more JVM CPU per replay (docs/explanation/streaming-performance.md).
+``spark.conf`` can override it."""
 LOCAL_CHECKPOINT_CONF = {
     "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
     "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem"}
@@ -43,11 +56,10 @@ LOCAL_CHECKPOINT_CONF = {
 offset and commit file): Spark writes each through a temporary file and an atomic rename, so no
 torn file is ever visible. Measured on a 300k replay, 4 alternating runs: a batch's offset and
 commit log writes (``walCommit`` + ``commitOffsets``) took 115-150 ms with the checksums, 59-107 ms
-without (docs/benchmarks.md). Other schemes (HDFS, S3) are untouched."""
+without (docs/explanation/streaming-performance.md). Other schemes (HDFS, S3) are untouched."""
 
 Mode = Literal["live", "replay"]
 SINKS = (KAFKA, REDIS)
-GRACEFUL_STOP_S = 300.0
 
 
 class StreamJobError(KappaError):
@@ -109,51 +121,97 @@ class Report:
 def run_stream(cfg: KappaConfig, spec: RunSpec, progress: Callable[[str], None] = logger.info,
                stop: threading.Event | None = None) -> Report:
     """Run the job until stopped (live) or to the end of its range (replay)."""
-    from jobs.common.spark import build_spark
-
     query = spec.query_name(cfg)
     checkpoint = checkpoint_path(cfg.lake.checkpoint_root, query)
+    check_range(cfg, spec.starting, spec.ending, replay=spec.mode == "replay")
     if spec.fresh and spec.mode == "replay":
         _wipe(checkpoint)
     lock = QueryLock(checkpoint, query)
     lock.acquire()
+    status = RunStatus(cfg, query, spec.mode)
     try:
-        windows = asdict(windows_from(cfg))
-        check_fingerprint(checkpoint, fingerprint([cfg.streaming.source_topic], windows,
-                                                  sorted(spec.sinks)), query)
-        check_retention(cfg, checkpoint, query, skip=spec.skip_lost, progress=progress)
-        sink = _redis_sink(cfg) if REDIS in spec.sinks else None
-        spark = build_spark(cfg, app_name=f"kappa-stream-{query}", extra_conf=job_spark_conf(cfg))
-        processor = BatchProcessor(cfg, query, spec.sinks,
-                                   WatermarkLog(checkpoint, cfg.streaming.watermark_s * 1000), sink)
-        started = time.monotonic()
-        try:
-            for attempt in range(1, TRANSIENT_ATTEMPTS + 1):
-                try:
-                    processor.recover(progress)
-                    _run_query(spark, cfg, spec, query, str(checkpoint), processor=processor,
-                               progress=progress, stop=stop)
-                    processor.drain()
-                    break
-                except TransientStartFailure as exc:
-                    if attempt == TRANSIENT_ATTEMPTS:
-                        raise StreamJobError(str(exc)) from None
-                    progress(f"warning: {exc}; restarting the query from its checkpoint "
-                             f"(attempt {attempt + 1} of {TRANSIENT_ATTEMPTS})")
-        finally:
-            processor.close()
-            if sink is not None:
-                sink.close()
-        totals = processor.totals
-        return Report(query=query, mode=spec.mode, batches=totals.batches,
-                      records_read=totals.input_rows, valid=totals.valid_rows,
-                      dead_lettered=totals.dlq_rows, late=totals.late_rows,
-                      written={"rsvps.analyzed": totals.analyzed_written, "rsvps.dlq": totals.dlq_written,
-                               "redis_rows": totals.applied_rows,
-                               "rsvps.summaries": totals.summaries_written},
-                      duration_s=round(time.monotonic() - started, 2), checkpoint=str(checkpoint))
+        status.set("running")
+        report = _run(cfg, spec, query, checkpoint, progress=progress, stop=stop, status=status)
+        status.set("finished" if spec.mode == "replay" else "stopped",
+                   f"{report.batches} batches, {report.records_read} records read")
+        return report
+    except BaseException as exc:
+        status.set("failed", f"{type(exc).__name__}: {exc}")
+        raise
     finally:
+        status.close()
         lock.release()
+
+
+def _run(cfg: KappaConfig, spec: RunSpec, query: str, checkpoint, *, progress: Callable[[str], None],
+         stop: threading.Event | None, status: RunStatus) -> Report:
+    from jobs.common.spark import build_spark
+
+    windows = asdict(windows_from(cfg))
+    check_fingerprint(checkpoint, fingerprint([cfg.streaming.source_topic], windows,
+                                              sorted(spec.sinks)), query)
+    broken = corrupt(checkpoint)
+    if broken:
+        raise CheckpointError(f"query {query}: its checkpoint is corrupt: {broken}; "
+                              f"{corrupt_remedy(query)} (docs/runbooks/checkpoint.md)")
+    check_retention(cfg, checkpoint, query, skip=spec.skip_lost, progress=progress)
+    sink = _redis_sink(cfg) if REDIS in spec.sinks else None
+    if sink is not None and last_offsets(checkpoint) is None:  # a new run starts at spec.starting
+        check_replay_start(cfg, spec.starting, sink.fence())
+    spark = build_spark(cfg, app_name=f"kappa-stream-{query}", extra_conf=job_spark_conf(cfg))
+    processor = JobBatchProcessor(cfg, query, spec.sinks, checkpoint, sink)
+    watch = KafkaWatch(cfg, status, progress)
+    started = time.monotonic()
+    try:
+        for attempt in range(1, TRANSIENT_ATTEMPTS + 1):
+            try:
+                processor.recover(progress)
+                _run_query(spark, cfg, spec, query, str(checkpoint), processor=processor,
+                           progress=progress, stop=stop, watch=watch)
+                processor.drain()
+                break
+            except TransientStartFailure as exc:
+                if attempt == TRANSIENT_ATTEMPTS:
+                    raise StreamJobError(str(exc)) from None
+                progress(f"warning: {exc}; restarting the query from its checkpoint "
+                         f"(attempt {attempt + 1} of {TRANSIENT_ATTEMPTS})")
+    finally:
+        processor.close()
+        if sink is not None:
+            sink.close()
+    totals = processor.totals
+    return Report(query=query, mode=spec.mode, batches=totals.batches,
+                  records_read=totals.input_rows, valid=totals.valid_rows,
+                  dead_lettered=totals.dlq_rows, late=totals.late_rows,
+                  written=_written(cfg, spec.sinks, totals),
+                  duration_s=round(time.monotonic() - started, 2), checkpoint=str(checkpoint))
+
+
+def _written(cfg: KappaConfig, sinks: frozenset[str], totals) -> dict[str, int]:
+    """What the run wrote, under the names it wrote them to (the configured topics), per sink."""
+    s = cfg.streaming
+    written: dict[str, int] = {}
+    if KAFKA in sinks:
+        written |= {s.analyzed_topic: totals.analyzed_written, s.dlq_topic: totals.dlq_written}
+    if REDIS in sinks:
+        written["redis_rows"] = totals.applied_rows
+        if KAFKA in sinks:
+            written[s.summaries_topic] = totals.summaries_written
+    return written
+
+
+class JobBatchProcessor(BatchProcessor):
+    """The job's batch processor: summaries go to Kafka only when ``kafka`` is one of the sinks.
+
+    The Redis sink reads its absolute values back after each apply and publishes them to the
+    summaries topic; a run without the Kafka sink (``--sinks redis``, e.g. rebuilding a lost
+    Redis) writes nothing to Kafka but its metrics and errors.
+    """
+
+    def _produce(self, topic: str, key: str, value) -> None:
+        if topic == self.cfg.streaming.summaries_topic and KAFKA not in self.sinks:
+            return
+        super()._produce(topic, key, value)
 
 
 def job_spark_conf(cfg: KappaConfig) -> dict[str, str]:
@@ -180,10 +238,12 @@ def _redis_sink(cfg: KappaConfig):
 
 def _run_query(spark, cfg: KappaConfig, spec: RunSpec, query: str, checkpoint: str, *,
                processor: BatchProcessor, progress: Callable[[str], None],
-               stop: threading.Event | None) -> None:
+               stop: threading.Event | None, watch: KafkaWatch) -> None:
     s = cfg.streaming
     options = {"maxOffsetsPerTrigger": spec.max_offsets_per_trigger or s.max_offsets_per_trigger,
-               "failOnDataLoss": str(s.fail_on_data_loss and not spec.skip_lost).lower()}
+               "failOnDataLoss": str(s.fail_on_data_loss and not spec.skip_lost).lower(),
+               # a --from time after a partition's last record starts that partition at its end
+               "startingOffsetsByTimestampStrategy": "latest"}
     if s.max_records_per_partition:
         options["maxRecordsPerPartition"] = s.max_records_per_partition
     ranges = _read_in_tasks(cfg)
@@ -191,6 +251,9 @@ def _run_query(spark, cfg: KappaConfig, spec: RunSpec, query: str, checkpoint: s
         # and each of at most one task per core gets an equal share of the batch's records
         options |= {"emitRanges": "true",
                     "rangeGroups": s.task_slots or spark.sparkContext.defaultParallelism,
+                    # each partition's records of a batch in one task, read in offset order: its
+                    # stream time runs through them (jobs/streaming/stream_time.py)
+                    "rangeCuts": "false",
                     "prefetchRanges": str(s.prefetch_ranges).lower()}
     fmt, opts = read_options(cfg, topics=[s.source_topic], starting=spec.starting,
                              ending=spec.ending, stream=True, options=options, checkpoint=checkpoint)
@@ -204,9 +267,9 @@ def _run_query(spark, cfg: KappaConfig, spec: RunSpec, query: str, checkpoint: s
         writer = writer.trigger(processingTime=f"{int(s.trigger_s * 1000)} milliseconds")
     progress(f"query {query}: starting ({spec.mode}, checkpoint {checkpoint})")
     running = writer.start()
-    stop = stop or _stop_on_signals()
+    stop = stop or stop_on_signals()
     try:
-        _wait(running, spec.mode, stop, progress, processor)
+        wait(running, spec.mode, stop, progress, processor=processor, watch=watch)
     except Exception as exc:  # a failed query raises from awaitTermination
         if running.exception() is None:
             raise
@@ -220,58 +283,8 @@ def _run_query(spark, cfg: KappaConfig, spec: RunSpec, query: str, checkpoint: s
         if any(marker in text for marker in TRANSIENT_MARKERS):
             raise TransientStartFailure(f"query {query} could not start a Python worker in time "
                                         "(the host is overloaded)")
-        raise StreamJobError(f"query {query} failed: {_first_line(error)}; the batch is retried at "
-                             f"the next start (see platform.errors and docs/runbooks/streaming-down.md)")
-
-
-def _wait(running, mode: Mode, stop: threading.Event, progress: Callable[[str], None],
-          processor: BatchProcessor) -> None:
-    last = -1
-    while running.isActive:
-        running.awaitTermination(0.5)
-        processor.check()  # a failed background apply fails the run even with no new batch
-        progress_info = running.lastProgress
-        if progress_info and progress_info["batchId"] != last:
-            last = progress_info["batchId"]
-            progress(_batch_line(last, progress_info, processor.totals.last_batch))
-        if stop.is_set() and mode == "live":
-            progress("stop requested: stopping after the current batch")
-            _stop_between_batches(running)
-            return
-
-
-def _batch_line(batch_id: int, progress_info: dict[str, Any], metrics: dict[str, Any]) -> str:
-    """One batch's progress line: the job's own counts of Kafka records when it has them.
-
-    Spark's ``numInputRows`` counts the source's rows, which are offset ranges, not records, when
-    the tasks read their ranges themselves (``streaming.read_in_tasks``).
-    """
-    if metrics.get("batch_id") == batch_id:
-        return (f"batch {batch_id}: {metrics['input_rows']} records, {metrics['rows_per_s']:.0f} "
-                f"records/s, {metrics['dlq_rows']} dead-lettered, {metrics['batch_duration_ms']} ms")
-    return (f"batch {batch_id}: {progress_info['numInputRows']} rows, "
-            f"{progress_info.get('processedRowsPerSecond', 0):.0f} rows/s")
-
-
-def _stop_between_batches(running) -> None:
-    deadline = time.monotonic() + GRACEFUL_STOP_S
-    while running.isActive and running.status.get("isTriggerActive") and time.monotonic() < deadline:
-        time.sleep(0.05)
-    running.stop()
-
-
-def _stop_on_signals() -> threading.Event:
-    event = threading.Event()
-
-    def handler(signum, frame) -> None:
-        del frame
-        logger.info("signal %d: the query stops after its current batch", signum)
-        event.set()
-
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, handler)
-        signal.signal(signal.SIGINT, handler)
-    return event
+        raise StreamJobError(f"query {query} failed: {_first_line(error)}; "
+                             f"{after_failure(query, Path(checkpoint))}")
 
 
 def _first_line(error: Any) -> str:

@@ -26,6 +26,21 @@ def watermarks(cfg: KappaConfig, partitions: list[tuple[str, int]]) -> dict[tupl
         consumer.close()
 
 
+def record_timestamp(cfg: KappaConfig, topic: str, partition: int, offset: int) -> int | None:
+    """The timestamp (ms) of the record at ``offset``, or None when it cannot be read."""
+    props = {**cfg.kafka.client_config(), "group.id": "kappa-preflight", "enable.auto.commit": False,
+             "receive.message.max.bytes": 100_000_000}
+    consumer = Consumer(props)
+    try:
+        consumer.assign([TopicPartition(topic, partition, offset)])
+        message = consumer.poll(10.0)
+        if message is None or message.error():
+            return None
+        return int(message.timestamp()[1])
+    finally:
+        consumer.close()
+
+
 def check_retention(cfg: KappaConfig, checkpoint: Path, query: str, *, skip: bool,
                     progress: Callable[[str], None]) -> list[str]:
     """Report checkpointed offsets Kafka no longer retains; raise unless ``skip``.

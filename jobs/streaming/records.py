@@ -48,10 +48,10 @@ def _topic_names(group: Any) -> list[str]:
 
 
 def analyzed(rsvp: Any, topic: str, partition: int, offset: int, kafka_ms: int | None, *,
-             watermark_ms: int | None) -> dict[str, Any]:
+             late: bool) -> dict[str, Any]:
     """The normalized analyzed record (version 1) of a valid typed RSVP, in column order.
 
-    ``late`` is true when the event time is below ``watermark_ms`` (None: no watermark yet).
+    ``late``: whether the record is late at its position (jobs/streaming/stream_time.py).
     """
     group, venue, mtime = rsvp.group, rsvp.venue, rsvp.mtime
     lat, lon = coordinates(rsvp)
@@ -67,7 +67,7 @@ def analyzed(rsvp: Any, topic: str, partition: int, offset: int, kafka_ms: int |
         "source_topic": topic, "source_partition": partition, "source_offset": offset,
         "kafka_timestamp_ms": kafka_ms,
         "ingest_lag_ms": kafka_ms - mtime if kafka_ms is not None else None,
-        "late": watermark_ms is not None and mtime < watermark_ms,
+        "late": late,
     }
 
 

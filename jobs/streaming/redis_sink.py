@@ -26,6 +26,7 @@ from jobs.streaming.redis_script import (
     ScriptOps,
     SummarySinkError,
     parse_fence,
+    parse_stream_points,
 )
 
 logger = logging.getLogger(__name__)
@@ -77,7 +78,7 @@ class RedisSummarySink:
         self.slide_ms = cfg.streaming.trending_slide_s * 1000
         self.trending_steps = cfg.streaming.trending_window_s // cfg.streaming.trending_slide_s
         self.client = connect(cfg)
-        self._apply = FencedApply(self.client, self.keys.fence)
+        self._apply = FencedApply(self.client, self.keys.fence, cfg.streaming.apply_chunk_args)
 
     def setup(self) -> None:
         """Fail fast when Redis cannot be reached."""
@@ -91,6 +92,10 @@ class RedisSummarySink:
     def fence(self) -> dict[Partition, int]:
         """The next offset to apply per topic-partition (absent: nothing applied yet)."""
         return parse_fence(self.client.hgetall(self.keys.fence))
+
+    def stream_points(self) -> dict[Partition, dict[int, int | None]]:
+        """The stream time at each partition's fence (jobs/streaming/stream_time.py)."""
+        return parse_stream_points(self.client.hgetall(self.keys.fence))
 
     def apply(self, increments: Sequence[Any], expected: Mapping[Partition, int],
               new_fence: Mapping[Partition, int], meta: Mapping[str, Any]) -> Applied:
@@ -106,8 +111,8 @@ class RedisSummarySink:
 
         The reads go in the same script call as the writes, after them: one round trip and one
         reply array, where a pipeline of a command per changed key, each encoded and parsed by
-        redis-py, took about 0.4 s of the driver's CPU per 300k replay (docs/benchmarks.md,
-        eleventh session).
+        redis-py, took about 0.4 s of the driver's CPU per 300k replay
+        (docs/explanation/streaming-performance.md).
         """
         applied, ops = self._prepare(increments, meta)
         reads = SummaryReads(self.keys, applied, windows_ms, top_n)
@@ -139,6 +144,8 @@ class RedisSummarySink:
 
     def _increments(self, op: ScriptOps, increments: Iterable[Any], applied: Applied) -> None:  # noqa: PLR0912
         ttl, event_ttl, keys = self.cfg.streaming.window_ttl_s, self.cfg.streaming.event_ttl_s, self.keys
+        event_prefix, event_expire = keys("event", ""), str(event_ttl)  # the one key per event: no join
+        ops = op.ops
         members: dict[int, list[str]] = defaultdict(list)
         windows: dict[str, set[int]] = defaultdict(set)
         for row in increments:
@@ -160,14 +167,14 @@ class RedisSummarySink:
             elif kind == MEMBERS_ADDED:  # a task added them (add_members): index and expire only
                 applied.members.add(start)
                 windows["members"].add(start)
-            elif kind == EVENT:
-                key = keys("event", item)
+            elif kind == EVENT:  # most rows at high cardinality: ops appended as Redis takes them
+                key = event_prefix + item
                 for name, value in (("yes", row["n"]), ("no", row["no"]), ("guests", row["guests"])):
                     if value:  # an absent field reads as 0 (read_back, kappa summaries event)
-                        op("HINCRBY", key, name, value)
+                        ops.append(["HINCRBY", key, name, str(value)])
                 if row["label"] is not None:
-                    op("HSET", key, "event_name", row["label"])
-                op("EXPIRE", key, event_ttl)
+                    ops.append(["HSET", key, "event_name", str(row["label"])])
+                ops.append(["EXPIRE", key, event_expire])
                 applied.events.add(item)
         add_members(op, keys, members)
         for start in members:

@@ -1,8 +1,9 @@
-"""``kappa stream status``: every query that reported its metrics to Redis, and how it is doing.
+"""``kappa stream status``: every query that reported its metrics or state to Redis, and how it is.
 
-A row per query: running or not (its lock), the last batch, rows/s, lag, watermark, where the
-last batch's time went (docs/streaming.md, ``platform.metrics``) and a Redis apply left pending
-by a stop or crash (docs/streaming.md, "Applied in the background").
+A row per query: its state (its lock and its state record, jobs/streaming/watch.py), the last
+batch, rows/s, lag, watermark, where the last batch's time went (docs/streaming.md,
+``platform.metrics``) and a Redis apply left pending by a stop or crash (docs/streaming.md,
+"Applied in the background").
 """
 
 from __future__ import annotations
@@ -14,47 +15,92 @@ from typing import Any
 
 from jobs.common.config import KappaConfig
 from jobs.streaming.state import PendingApplyFile, checkpoint_path, lock_holder
-from jobs.streaming.summaries import query_metrics
+from jobs.streaming.summaries import query_metrics, query_states
 
 
-def status_rows(cfg: KappaConfig) -> list[dict[str, Any]]:
-    """One row per query (the ``--json`` output)."""
+def status_rows(cfg: KappaConfig, *, finished: bool = True) -> list[dict[str, Any]]:
+    """One row per query (the ``--json`` output); ``finished=False`` leaves finished replays out."""
+    states = query_states(cfg)
+    by_query = {metrics.get("query", "?"): metrics for metrics in query_metrics(cfg)}
     rows = []
-    for metrics in query_metrics(cfg):
-        query = metrics.get("query", "?")
+    for query in sorted(by_query.keys() | states.keys()):
+        metrics, state = by_query.get(query, {}), states.get(query, {})
         checkpoint = checkpoint_path(cfg.lake.checkpoint_root, query)
         pid = lock_holder(checkpoint)
         pending = PendingApplyFile(checkpoint).read()
-        age = (time.time() * 1000 - float(metrics.get("emitted_ms", 0))) / 1000
-        rows.append({"query": query, "running": pid is not None, "pid": pid,
-                     "last_batch": _int(metrics.get("batch_id")), "last_batch_age_s": round(age, 1),
-                     "rows_per_s": float(metrics.get("rows_per_s", 0)),
-                     "offsets_behind_latest": _int(metrics.get("offsets_behind_latest")),
-                     "watermark_ms": _int(metrics.get("watermark_ms")),
-                     "input_rows": _int(metrics.get("input_rows")),
-                     "dlq_rows": _int(metrics.get("dlq_rows")), "late_rows": _int(metrics.get("late_rows")),
-                     "batch_duration_ms": _int(metrics.get("batch_duration_ms")),
-                     "phases_ms": _json(metrics.get("phases_ms")), "tasks": _json(metrics.get("tasks")),
-                     "apply_ms": _json(metrics.get("apply_ms")),
-                     "pending_apply_batch": pending.get("batch_id") if pending else None})
+        emitted = metrics.get("emitted_ms")
+        age = (time.time() * 1000 - float(emitted)) / 1000 if emitted else None
+        row = {"query": query, "running": pid is not None, "pid": pid,
+               "state": _state(pid, state.get("state")), "mode": state.get("mode"),
+               "state_since_ms": _int(state.get("since_ms")), "state_detail": state.get("detail") or None,
+               "last_batch": _int(metrics.get("batch_id")),
+               "last_batch_age_s": round(age, 1) if age is not None else None,
+               "rows_per_s": float(metrics.get("rows_per_s", 0)),
+               "offsets_behind_latest": _int(metrics.get("offsets_behind_latest")),
+               "watermark_ms": _int(metrics.get("watermark_ms")),
+               "input_rows": _int(metrics.get("input_rows")),
+               "dlq_rows": _int(metrics.get("dlq_rows")), "late_rows": _int(metrics.get("late_rows")),
+               "batch_duration_ms": _int(metrics.get("batch_duration_ms")),
+               "phases_ms": _json(metrics.get("phases_ms")), "tasks": _json(metrics.get("tasks")),
+               "apply_ms": _json(metrics.get("apply_ms")),
+               "pending_apply_batch": pending.get("batch_id") if pending else None}
+        if finished or row["state"] != "finished":
+            rows.append(row)
     return rows
+
+
+def _state(pid: int | None, recorded: str | None) -> str:
+    """The query's state: its lock says whether it runs, its record what it does or how it ended.
+
+    ``running`` / ``waiting`` (for Kafka) while the lock is held; ``finished`` (a replay that
+    reached its end), ``stopped`` (a live query stopped on request), ``failed``; ``ended`` when the
+    record still says it runs but nobody holds the lock (killed, or the machine went down);
+    ``not running`` when there is no record.
+    """
+    if pid is not None:
+        return "waiting" if recorded == "waiting" else "running"
+    if recorded in ("finished", "stopped", "failed"):
+        return recorded
+    return "ended" if recorded else "not running"
 
 
 def status_lines(row: dict[str, Any]) -> list[str]:
     """The text lines of one row: the query's state, then where its last batch's time went."""
     assert isinstance(row["watermark_ms"], int | None)
-    state = f"running (pid {row['pid']})" if row["running"] else "NOT running"
     watermark = (datetime.fromtimestamp(row["watermark_ms"] / 1000, tz=UTC).isoformat()
                  if row["watermark_ms"] is not None else "-")
-    lines = [f"{row['query']}: {state}; last batch {row['last_batch']} {row['last_batch_age_s']} s "
-             f"ago, {row['rows_per_s']:.0f} rows/s, {row['offsets_behind_latest']} behind latest, "
-             f"watermark {watermark}"]
+    head = f"{row['query']}: {_state_text(row)}"
+    if row["last_batch"] is None:
+        lines = [f"{head}; no batch yet"]
+    else:
+        lines = [f"{head}; last batch {row['last_batch']} {row['last_batch_age_s']} s ago, "
+                 f"{row['rows_per_s']:.0f} rows/s, {row['offsets_behind_latest']} behind latest, "
+                 f"watermark {watermark}"]
     if row["phases_ms"]:
         lines.append(f"  {_where_the_time_went(row)}")
     if row["pending_apply_batch"] is not None and not row["running"]:
         lines.append(f"  the Redis effects of batch {row['pending_apply_batch']} are pending: the next "
                      "start applies them (docs/streaming.md, \"Applied in the background\")")
     return lines
+
+
+def _state_text(row: dict[str, Any]) -> str:
+    state = row.get("state") or ("running" if row["running"] else "not running")
+    since = row.get("state_since_ms")
+    detail = row.get("state_detail")
+    texts = {
+        "running": f"running (pid {row['pid']})",
+        "waiting": f"running (pid {row['pid']}), WAITING for {detail or 'Kafka'} since {_iso(since)}",
+        "finished": f"finished ({row.get('mode') or 'replay'}) at {_iso(since)}"
+                    + (f": {detail}" if detail else ""),
+        "stopped": f"stopped at {_iso(since)}",
+        "failed": f"FAILED at {_iso(since)}: {detail}",
+        "ended": "NOT running (ended without a final state: killed, or its machine went down)"}
+    return texts.get(state, "NOT running")
+
+
+def _iso(ms: int | None) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds") if ms else "-"
 
 
 def _where_the_time_went(row: dict[str, Any]) -> str:
@@ -65,7 +111,7 @@ def _where_the_time_went(row: dict[str, Any]) -> str:
         parts = ", ".join(f"{name} {tasks[name]}" for name in ("read", "process", "flush", "members")
                           if name in tasks)
         line += f" (slowest task {tasks.get('task', '?')} ms: {parts})"
-    applied = (row.get("apply_ms") or {}) | phases  # apply_ms since the background apply
+    applied = (row.get("apply_ms") or {}) | phases  # apply_ms: the (background) Redis apply
     return line + "".join(f", {name.replace('_', ' ')} {applied[name]} ms"
                           for name in ("wait_apply", "redis_apply", "summaries") if name in applied)
 

@@ -76,11 +76,23 @@ def event(cfg: KappaConfig, event_id: str) -> dict[str, Any] | None:
         client.close()
 
 
+def query_states(cfg: KappaConfig) -> dict[str, dict[str, Any]]:
+    """The state record of every query that wrote one (jobs/streaming/watch.py), by query."""
+    keys, client = Keys(cfg.streaming.redis_prefix), _client(cfg)
+    try:
+        names = sorted(client.scan_iter(keys("metrics", "*", "status")))
+        return {name.removeprefix(keys("metrics", "")).removesuffix(":status"): client.hgetall(name)
+                for name in names}
+    finally:
+        client.close()
+
+
 def query_metrics(cfg: KappaConfig) -> list[dict[str, Any]]:
     """The last batch metrics of every query that wrote to this Redis."""
     keys, client = Keys(cfg.streaming.redis_prefix), _client(cfg)
     try:
-        names = sorted(k for k in client.scan_iter(keys("metrics", "*")) if not k.endswith(":history"))
+        names = sorted(k for k in client.scan_iter(keys("metrics", "*"))
+                       if not k.endswith((":history", ":status")))
         return [client.hgetall(name) for name in names]
     finally:
         client.close()

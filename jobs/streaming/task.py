@@ -8,7 +8,7 @@ never commits with undelivered records), adds its member ids to the Redis HyperL
 (idempotent) and counts the other summary increments and per-partition stats of its rows. Only
 those counts go back to the driver, which sums them and applies them to Redis in one fenced
 transaction. One Spark job per batch, no cache, no
-shuffle: docs/streaming.md ("One pass per batch") has the measurements behind the choice.
+shuffle: docs/explanation/streaming-performance.md has the measurements behind the choice.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from jobs.streaming.records import (
     dead_letter_headers,
     dead_letter_value,
 )
+from jobs.streaming.stream_time import StreamCursors, later
 from jobs.streaming.validate import Rules, parse
 
 Partition = tuple[str, int]
@@ -55,7 +56,10 @@ class TaskPlan:
 
     rules: Rules
     windows: Windows
-    watermark_ms: int | None
+    grace_ms: int
+    """A valid record is late when its event time is more than this below its stream time."""
+    stream_points: Mapping[Partition, Mapping[int, int | None]]
+    """Known stream times per partition (offset -> stream time): jobs/streaming/stream_time.py."""
     fence: Mapping[Partition, int]
     analyzed_topic: str | None
     dlq_topic: str | None
@@ -86,12 +90,13 @@ def batch_task(plan: TaskPlan) -> Callable[[Iterator[pa.RecordBatch]], Iterator[
         producer = TaskProducer(plan.kafka, plan.flush_timeout_ms) if plan.produces else None
         increments = Increments(plan.windows) if plan.count else None
         stats: dict[tuple[str, int, bool], list[Any]] = {}
+        cursors = StreamCursors(plan)
         with gc_paused():
             try:
                 records = task_records(batches, plan.source)
                 while (batch := next(records, None)) is not None:
                     clock.lap("read")
-                    _one_batch(batch, plan, producer, increments, stats)
+                    _one_batch(batch, plan, producer, increments, stats, cursors=cursors)
                     clock.lap("process")
                 clock.lap("read")
                 # the HyperLogLog adds (idempotent) while librdkafka still delivers the outputs
@@ -170,7 +175,7 @@ def task_records(batches: Iterator[pa.RecordBatch], source: Mapping[str, str] | 
 
     Reading the ranges in the task (the source emitting only ``emitRanges`` rows) keeps the
     records out of the JVM: they never cross from the source's Python worker into Spark rows and
-    back into this worker as Arrow (docs/streaming.md, "Ranges in, records read by the task").
+    back into this worker as Arrow (docs/explanation/streaming-performance.md).
     """
     if source is None:
         yield from batches
@@ -192,7 +197,8 @@ def kafka_millis(batch: pa.RecordBatch) -> list[int | None]:
 
 
 def _one_batch(batch: pa.RecordBatch, plan: TaskPlan, producer: TaskProducer | None,
-               increments: Increments | None, stats: dict[tuple[str, int, bool], list[Any]]) -> None:
+               increments: Increments | None, stats: dict[tuple[str, int, bool], list[Any]], *,
+               cursors: StreamCursors) -> None:
     """Validate, produce and count one source batch, a run of one topic-partition at a time.
 
     A batch the task reads itself holds one topic-partition in offset order; one from Spark's
@@ -210,15 +216,18 @@ def _one_batch(batch: pa.RecordBatch, plan: TaskPlan, producer: TaskProducer | N
                                    else ([column[i] for i in order] for column in (keys, values, millis)))
         offsets_: list[int] = offsets if order is None else [offsets[i] for i in order]
         cut = bisect_left(offsets_, plan.fence.get((topic, partition), 0))
+        stream_ms = cursors.at(topic, partition, offsets_[0])
         for lo, hi, applicable in ((0, cut, False), (cut, len(offsets_), True)):
             if lo >= hi:
                 continue
-            valid, dlq, late, max_event = _records(
+            valid, dlq, late, max_event, stream_ms = _records(
                 zip(keys_[lo:hi], values_[lo:hi], offsets_[lo:hi], millis_[lo:hi], strict=True),
-                topic, partition, plan, producer=producer, increments=increments if applicable else None)
+                topic, partition, plan, stream_ms, producer=producer,
+                increments=increments if applicable else None)
             st = stats.get((topic, partition, applicable))
             if st is None:
-                st = stats[(topic, partition, applicable)] = [0, 0, 0, 0, offsets_[lo], offsets_[lo], None]
+                st = stats[(topic, partition, applicable)] = [0, 0, 0, 0, offsets_[lo], offsets_[lo], None,
+                                                              None]
             st[0] += hi - lo
             st[1] += valid
             st[2] += dlq
@@ -226,6 +235,8 @@ def _one_batch(batch: pa.RecordBatch, plan: TaskPlan, producer: TaskProducer | N
             st[4], st[5] = min(st[4], offsets_[lo]), max(st[5], offsets_[hi - 1])
             if max_event is not None and (st[6] is None or max_event > st[6]):
                 st[6] = max_event
+            st[7] = later(st[7], stream_ms)
+        cursors.moved(topic, partition, offsets_[-1] + 1, stream_ms)
     if producer is not None:
         producer.poll()
 
@@ -244,14 +255,16 @@ def _partition_runs(batch: pa.RecordBatch, offsets: list[int]
     return [(key, sorted(rows, key=offsets.__getitem__)) for key, rows in runs.items()]
 
 
-def _records(rows: Iterator[tuple[Any, Any, Any, Any]], topic: str, partition: int, plan: TaskPlan, *,
-             producer: TaskProducer | None, increments: Increments | None
-             ) -> tuple[int, int, int, int | None]:
-    """The record loop over rows of one topic-partition: (valid, dead-lettered, late, max event ms).
+def _records(rows: Iterator[tuple[Any, Any, Any, Any]], topic: str, partition: int, plan: TaskPlan,
+             stream_ms: int | None, *, producer: TaskProducer | None, increments: Increments | None
+             ) -> tuple[int, int, int, int | None, int | None]:
+    """The record loop over rows of one topic-partition in offset order.
 
-    ``increments``: where the rows' summary counts go (None: the rows are not applicable).
+    Returns (valid, dead-lettered, late, max event ms, stream time after the rows); ``stream_ms``
+    is the stream time at the first row. ``increments``: where the rows' summary counts go
+    (None: the rows are not applicable).
     """
-    rules, watermark = plan.rules, plan.watermark_ms
+    rules, grace = plan.rules, plan.grace_ms
     valid = dlq = late = 0
     max_event: int | None = None
     count = increments.add if increments is not None else None
@@ -263,22 +276,26 @@ def _records(rows: Iterator[tuple[Any, Any, Any, Any]], topic: str, partition: i
                 producer.produce(plan.dlq_topic, dead_letter_value(value), key, headers=dead_letter_headers(
                     reason, topic, partition, offset, len(value) if value is not None else 0))
             continue
-        record = analyzed(rsvp, topic, partition, offset, kafka_ms, watermark_ms=watermark)
+        mtime = rsvp.mtime
+        record = analyzed(rsvp, topic, partition, offset, kafka_ms,
+                          late=stream_ms is not None and mtime < stream_ms - grace)
         valid += 1
         late += record["late"]
-        if max_event is None or rsvp.mtime > max_event:
-            max_event = rsvp.mtime
+        if stream_ms is None or mtime > stream_ms:
+            stream_ms = mtime
+        if max_event is None or mtime > max_event:
+            max_event = mtime
         if producer is not None:
             producer.produce(plan.analyzed_topic, analyzed_value(record), record["event_id"].encode())
         if count is not None:
             count(record)
-    return valid, dlq, late, max_event
+    return valid, dlq, late, max_event, stream_ms
 
 
 def _stats_row(key: tuple[str, int, bool], st: list[Any]) -> dict[str, Any]:
     topic, partition, applicable = key
     label = {"topic": topic, "partition": partition, "applicable": applicable,
              **dict(zip(STAT_COUNTS, st[:4], strict=True)),
-             "min_offset": st[4], "max_offset": st[5], "max_event_ms": st[6]}
+             "min_offset": st[4], "max_offset": st[5], "max_event_ms": st[6], "stream_ms": st[7]}
     return {"kind": STATS_KIND, "window_start": 0, "item": f"{topic}/{partition}/{applicable}",
             "n": st[0], "no": 0, "guests": 0, "label": json.dumps(label)}

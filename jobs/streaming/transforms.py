@@ -17,6 +17,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.window import Window
 
 from jobs.common import rsvp_schema as schema
 from jobs.streaming.records import ANALYZED_SCHEMA_VERSION, MAX_DLQ_VALUE_BYTES
@@ -24,7 +25,7 @@ from jobs.streaming.task import kafka_millis
 from jobs.streaming.validate import Rules
 
 __all__ = ["ANALYZED_SCHEMA", "ANALYZED_SCHEMA_VERSION", "MAX_DLQ_VALUE_BYTES", "Rules", "analyzed",
-           "analyzed_records", "dead_letters", "invalid", "parse_rsvps", "reason_code", "valid"]
+           "analyzed_records", "dead_letters", "flag_late", "invalid", "parse_rsvps", "reason_code", "valid"]
 
 Transform = Callable[[DataFrame], DataFrame]
 ArrowFunction = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
@@ -90,7 +91,26 @@ def invalid(df: DataFrame) -> DataFrame:
     return df.where(F.col("reason").isNotNull())
 
 
-def _analyze_batches(watermark_ms: int | None) -> ArrowFunction:
+def flag_late(grace_ms: int) -> Transform:
+    """Add ``late`` to parsed rows: the stream-time rule (docs/streaming.md, "Late records").
+
+    A valid row is late when its event time is more than ``grace_ms`` below the largest event
+    time of the valid rows before it in its topic-partition (by offset). The input holds each
+    topic-partition from its first record, as a rebuild reads it.
+    """
+
+    def transform(df: DataFrame) -> DataFrame:
+        before = Window.partitionBy("topic", "partition").orderBy("offset").rowsBetween(
+            Window.unboundedPreceding, -1)
+        is_valid = F.col("reason").isNull()
+        stream_ms = F.max(F.when(is_valid, F.col("rsvp.mtime"))).over(before)
+        is_late = is_valid & stream_ms.isNotNull() & (F.col("rsvp.mtime") < stream_ms - F.lit(grace_ms))
+        return df.withColumn("late", F.coalesce(is_late, F.lit(False)))
+
+    return transform
+
+
+def _analyze_batches() -> ArrowFunction:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import msgspec
 
@@ -100,25 +120,21 @@ def _analyze_batches(watermark_ms: int | None) -> ArrowFunction:
         for batch in batches:
             rows = zip(batch.column("rsvp").to_pylist(), batch.column("topic").to_pylist(),
                        batch.column("partition").to_pylist(), batch.column("offset").to_pylist(),
-                       kafka_millis(batch), strict=True)
-            records = [analyze(msgspec.convert(rsvp, Rsvp), topic, partition, offset, ms,
-                               watermark_ms=watermark_ms)
-                       for rsvp, topic, partition, offset, ms in rows]
+                       kafka_millis(batch), batch.column("late").to_pylist(), strict=True)
+            records = [analyze(msgspec.convert(rsvp, Rsvp), topic, partition, offset, ms, late=late)
+                       for rsvp, topic, partition, offset, ms, late in rows]
             if records:
                 yield pa.RecordBatch.from_pylist(records, schema=ANALYZED_ARROW)
 
     return run
 
 
-def analyzed(watermark_ms: int | None) -> Transform:
-    """Valid parsed rows -> the normalized analyzed columns (docs/streaming.md, version 1).
-
-    ``late`` is true when the event time is below ``watermark_ms`` (None: no watermark yet).
-    """
+def analyzed() -> Transform:
+    """Valid parsed rows with ``late`` (:func:`flag_late`) -> the analyzed columns (version 1)."""
 
     def transform(df: DataFrame) -> DataFrame:
-        needed = df.select("rsvp", "topic", "partition", "offset", "timestamp")
-        return needed.mapInArrow(_analyze_batches(watermark_ms), ANALYZED_SCHEMA)
+        needed = df.select("rsvp", "topic", "partition", "offset", "timestamp", "late")
+        return needed.mapInArrow(_analyze_batches(), ANALYZED_SCHEMA)
 
     return transform
 

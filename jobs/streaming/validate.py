@@ -61,11 +61,7 @@ Rsvp = _struct("Rsvp", schema.RSVP_FIELDS)
 _TYPED = msgspec.json.Decoder(Rsvp)
 
 
-def _no_constants(name: str) -> None:
-    raise ValueError(f"{name} is not JSON")
-
-
-_ANY = json.JSONDecoder(parse_constant=_no_constants).decode  # NaN, Infinity: not JSON
+_ANY = schema.STRICT_DECODER.decode  # NaN, Infinity: not JSON, as the collector decides
 
 
 def parse(value: bytes | None, kafka_ms: int | None, rules: Rules) -> tuple[Any, str | None]:

@@ -51,7 +51,8 @@ def test_the_task_reads_and_counts_its_records_with_the_collector_off() -> None:
     plan = TaskPlan(rules=Rules(min_event_ms=0, future_skew_ms=60_000, max_record_bytes=1 << 20),
                     windows=Windows(city_ms=60_000, trending_ms=600_000, trending_slide_ms=60_000,
                                     members_ms=60_000),
-                    watermark_ms=None, fence={}, analyzed_topic=None, dlq_topic=None, kafka={})
+                    grace_ms=60_000, stream_points={("rsvps.raw", 0): {7: None}}, fence={},
+                    analyzed_topic=None, dlq_topic=None, kafka={})
     out = pa.Table.from_batches(list(batch_task(plan)(source())))
     assert seen == [False, False]
     assert gc.isenabled()

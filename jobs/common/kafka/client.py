@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
@@ -59,33 +60,78 @@ CLIENT_ONLY_PREFIXES = (
 )
 
 
+LOG_INTERVAL_S = 30.0
+"""A repeated librdkafka log line (same facility and text, e.g. one broker's ``Connect ... failed``)
+is passed at most once per this many seconds per process, with the count of those held back."""
+LIBRDKAFKA_LOG = logging.getLogger("jobs.common.kafka.librdkafka")
+_VARYING = re.compile(r" \(after \d+ms in state \w+(, \d+ identical error\(s\) suppressed)?\)")
+
+
+class RateLimit(logging.Filter):
+    """Pass a log line once per ``interval_s`` per key (facility + text); count the rest.
+
+    confluent-kafka logs each line as ``("%s [%s] %s", facility, client name, text)``: every
+    client of the process shares the limit, so a broker that is down gives one line per
+    ``interval_s`` however many clients retry it, instead of one per client per attempt.
+    """
+
+    def __init__(self, interval_s: float = LOG_INTERVAL_S, clock=time.monotonic) -> None:
+        super().__init__()
+        self.interval_s, self.clock = interval_s, clock
+        self._seen: dict[tuple[str, str], tuple[float, int]] = {}
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """True to emit the line (with the count held back since the last one), False to hold it."""
+        args = record.args if isinstance(record.args, tuple) and len(record.args) == 3 else None
+        key = (str(args[0]), _VARYING.sub("", str(args[2]))) if args else ("", record.getMessage())
+        now = self.clock()
+        with self._lock:
+            last, held = self._seen.get(key, (None, 0))
+            if last is not None and now - last < self.interval_s:
+                self._seen[key] = (last, held + 1)
+                return False
+            self._seen[key] = (now, 0)
+        if held:
+            record.msg = f"{record.msg} ({held} more like it in the last {self.interval_s:.0f} s)"
+        return True
+
+
+LIBRDKAFKA_LOG.addFilter(RateLimit())
+
+
 def consumer_config(kafka: Mapping[str, str], group_prefix: str) -> dict[str, Any]:
-    """Properties of an executor consumer: assign-only, never commits."""
-    props = {**CONSUMER_DEFAULTS, **kafka}
+    """Properties of an executor consumer: assign-only, never commits; logs rate-limited."""
+    props: dict[str, Any] = {**CONSUMER_DEFAULTS, **kafka}
     if "receive.message.max.bytes" not in kafka:
         needed = int(props["fetch.max.bytes"]) + 512
         props["receive.message.max.bytes"] = str(max(RECEIVE_MAX_BYTES, needed))
     props.setdefault("group.id", unique_group_id(f"{group_prefix}-executor"))
     props |= {"enable.auto.commit": "false", "enable.auto.offset.store": "false",
               "auto.offset.reset": "error", "enable.partition.eof": "false"}
+    props.setdefault("logger", LIBRDKAFKA_LOG)
     return props
 
 
-def producer_config(kafka: Mapping[str, str]) -> dict[str, str | bool]:
-    """Properties of the sink's idempotent producer (kafka.* overrides defaults).
+def producer_config(kafka: Mapping[str, str]) -> dict[str, Any]:
+    """Properties of the sink's idempotent producer (kafka.* overrides defaults); logs rate-limited.
 
     Only failed deliveries are reported (``delivery.report.only.error``): the sink counts those.
     """
-    props: dict[str, str | bool] = {**PRODUCER_DEFAULTS, "delivery.report.only.error": "true"}
+    props: dict[str, Any] = {**PRODUCER_DEFAULTS, "delivery.report.only.error": "true"}
     props |= kafka
     for key in PYTHON_CLIENT_BOOLS:
         props[key] = str(props[key]).lower() == "true"
+    props.setdefault("logger", LIBRDKAFKA_LOG)
     return props
 
 
 def admin_config(kafka: Mapping[str, str]) -> dict[str, Any]:
-    """Connection and security properties only, for the driver's AdminClient."""
-    return {key: value for key, value in kafka.items() if not key.startswith(CLIENT_ONLY_PREFIXES)}
+    """Connection and security properties only, for the driver's AdminClient; logs rate-limited."""
+    props: dict[str, Any] = {key: value for key, value in kafka.items()
+                             if not key.startswith(CLIENT_ONLY_PREFIXES)}
+    props.setdefault("logger", LIBRDKAFKA_LOG)
+    return props
 
 
 class OffsetReader:

@@ -57,7 +57,7 @@ class RangeGroup(InputPartition):
                 for index, rng in enumerate(self.ranges)]
 
 
-def group_ranges(ranges: list[OffsetRange], groups: int) -> list[RangeGroup]:
+def group_ranges(ranges: list[OffsetRange], groups: int, *, allow_cuts: bool = True) -> list[RangeGroup]:
     """The ranges as at most ``groups`` groups of equal record counts (within one record).
 
     Ranges are taken in order and cut where a group is full, so a topic-partition is split across
@@ -70,11 +70,16 @@ def group_ranges(ranges: list[OffsetRange], groups: int) -> list[RangeGroup]:
     rest of the partition), its reader spills them (the fetch spill), and the task of the piece
     after the cut, coming to it last, finds it there instead of fetching the partition again
     (docs/kafka-source.md, "rangeGroups"). Empty ranges are dropped; no group is empty.
+
+    With ``allow_cuts`` false no range is cut: each goes whole to the group with the fewest records so
+    far, largest first (:func:`whole_groups`).
     """
     ranges = [r for r in ranges if r.size > 0]
     total = sum(r.size for r in ranges)
     if not ranges or groups <= 1:
         return [RangeGroup(tuple(ranges))] if ranges else []
+    if not allow_cuts:
+        return whole_groups(ranges, groups)
     built: list[tuple[list[OffsetRange], int | None, bool]] = []  # ranges, the cut piece, starts after a cut
     current: list[OffsetRange] = []
     filled, index, after_cut = 0, 0, False
@@ -93,6 +98,17 @@ def group_ranges(ranges: list[OffsetRange], groups: int) -> list[RangeGroup]:
     if current:
         built.append((current, None, after_cut))
     return [_ordered(group, cut, after_cut) for group, cut, after_cut in built if group]
+
+
+def whole_groups(ranges: list[OffsetRange], groups: int) -> list[RangeGroup]:
+    """Whole ranges in at most ``groups`` groups, each to the least filled one, largest first."""
+    filled: list[tuple[int, list[OffsetRange]]] = [(0, []) for _ in range(min(groups, len(ranges)))]
+    for rng in sorted(ranges, key=lambda r: (-r.size, r.topic, r.partition, r.start)):
+        index = min(range(len(filled)), key=lambda i: (filled[i][0], i))
+        size, members = filled[index]
+        filled[index] = (size + rng.size, [*members, rng])
+    return [RangeGroup(tuple(sorted(members, key=lambda r: (r.topic, r.partition, r.start))))
+            for _, members in filled if members]
 
 
 def _ordered(ranges: list[OffsetRange], cut: int | None, after_cut: bool) -> RangeGroup:

@@ -44,7 +44,7 @@ SOURCE_OPTIONS = {
     "commitoffsetstogroup", "datalosslogdir", "initialoffsetsfile", "consumercache.capacity",
     "consumercache.timeoutms", "fetchspill.maxbytes", "fetchspill.ttlms", "fetchspill.dir",
     "emitranges",
-    "rangegroups", "prefetchranges",
+    "rangegroups", "rangecuts", "prefetchranges",
 }
 UNSUPPORTED_SOURCE_OPTIONS = {
     "minoffsetspertrigger": "Spark 4.2 Python sources cannot combine a minimum with "
@@ -99,6 +99,9 @@ class SourceOptions:
     range_groups: int | None = None
     """With ``emitRanges``: this many input partitions, each a list of ranges holding an equal share
     of the batch's records (ranges cut where needed), instead of one input partition per range."""
+    range_cuts: bool = True
+    """With ``rangeGroups``: false keeps every range whole (groups balanced by whole ranges), for
+    readers that must see each topic-partition's records of a batch in one task."""
     prefetch_ranges: bool = False
     """A reader of several ranges starts the next partition's fetch before reading the current one."""
 
@@ -167,6 +170,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         fetch_spill_dir=_non_empty(opts, "fetchspill.dir", "fetchSpill.dir"),
         emit_ranges=_bool(opts, "emitranges", "emitRanges", False),
         range_groups=_positive(opts, "rangegroups", "rangeGroups"),
+        range_cuts=_bool(opts, "rangecuts", "rangeCuts", True),
         prefetch_ranges=_bool(opts, "prefetchranges", "prefetchRanges", False),
     )
 

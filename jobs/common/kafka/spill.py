@@ -21,8 +21,8 @@ consumed is kept beside the file, one empty marker per read (``<file>.read~<star
 tasks of one micro-batch read consecutive pieces of a partition in any order, so neither the read
 that reaches a file's end nor one that starts past it (or spills past it) can tell that no other
 piece still needs the file. Removed at such a point, the file made the other piece fetch the rest
-of the partition again (the third micro-batch of the benchmark's replay, docs/benchmarks.md,
-ninth session). A record served from a file is the record
+of the partition again (the third micro-batch of the benchmark's replay took 1.7-2.6 s instead of
+1.1-1.4 s; docs/explanation/streaming-performance.md). A record served from a file is the record
 Kafka returned at that offset, so the effect on a read is only what it fetches, never what it
 yields (the offsets of a partition never change meaning, except when a topic is deleted and
 re-created: the short TTL bounds that window; docs/kafka-source.md).
@@ -64,8 +64,9 @@ CHUNK_ROWS = 5_000
 
 Each step holds its records twice (the consumed messages and their Arrow batch) on top of what
 librdkafka still holds of the fetch; 5,000 records of the reference workload are about 6 MB a
-copy, where the 20,000 of a read batch were 22 MB. A first-batch task's peak RSS fell by 40-64 MB
-(docs/benchmarks.md, eighth session). Reads of the file get batches of up to this size."""
+copy, where the 20,000 of a read batch are 22 MB: steps of 5,000 keep a first-batch task's peak
+RSS 40-64 MB lower (docs/explanation/streaming-performance.md).
+Reads of the file get batches of up to this size."""
 
 
 @dataclass(frozen=True)
@@ -243,8 +244,8 @@ def spill_surplus(lease: Lease[Consumer], rng: OffsetRange, spilled: FetchSpill,
     """
 
     def surplus() -> Iterator[pa.RecordBatch]:
-        # the budget counts the Arrow bytes written (asking each message for its value to count
-        # it made a second copy of every value: 5-10 % of a spill's time, eleventh 2026-11-25 session)
+        # the budget counts the Arrow bytes written: asking each message for its value to count
+        # it would copy every value a second time (5-10 % of a spill's time, measured)
         budget = spilled.max_bytes
         pending = lease.pending
         for i in range(0, len(pending), chunk_rows):

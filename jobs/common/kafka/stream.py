@@ -125,7 +125,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         logger.debug("kafka batch plan ranges=%d rows=%d lost=%d", len(planned),
                      sum(r.size for r in planned), sum(loss.skipped or 0 for loss in losses))
         if options.emit_ranges and options.range_groups:
-            return list(group_ranges(planned, options.range_groups))
+            return list(group_ranges(planned, options.range_groups, allow_cuts=options.range_cuts))
         return list(planned)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

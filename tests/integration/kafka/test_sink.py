@@ -68,6 +68,15 @@ def test_batch_write_round_trips_keys_values_headers_and_partitions(spark, cfg, 
     ], key=repr)
 
 
+def test_headers_are_written_without_a_partition_column(spark, cfg, kafka_props, topic_factory):
+    topic = topic_factory(partitions=1)
+    df = spark.createDataFrame([("k1", b"v1", [("trace", b"t1")]), ("k2", b"v2", None)],
+                               "key string, value binary, headers array<struct<key:string,value:binary>>")
+    write_kafka(df, cfg, topic=topic)
+    assert consume_all(kafka_props, topic, 2, partitions=1) == [
+        (0, b"k1", b"v1", [("trace", b"t1")]), (0, b"k2", b"v2", None)]
+
+
 def test_topic_column_routes_rows_and_string_values_are_utf8(spark, cfg, kafka_props, topic_factory):
     first, second = topic_factory(partitions=1), topic_factory(partitions=1)
     df = spark.createDataFrame([(first, "k1", "één"), (second, "k2", "two"), (first, "k3", "three")],

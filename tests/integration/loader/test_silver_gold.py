@@ -22,7 +22,7 @@ SILVER, GOLD = "silver.rsvps", "gold.rsvp_summaries"
 def _silver_records() -> list[tuple[bytes, bytes, int]]:
     rows = [
         analyzed(1, BASE_MS, offset=0),                                   # replaced below
-        analyzed(2, BASE_MS + 1000, city="Madrid", response="no", offset=1),
+        analyzed(2, BASE_MS + 1000, city="Madrid", response="no", guests=3, offset=1),  # not counted
         analyzed(3, BASE_MS + 2000, guests=2, offset=2, topics=("Salsa", "Jazz")),
         analyzed(1, BASE_MS + DAY_MS, response="no", offset=3),           # newer: wins, moves date
         analyzed(4, BASE_MS + 3000, response="maybe", offset=4),          # fails its suite

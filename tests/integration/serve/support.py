@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -141,3 +143,29 @@ class SseReader:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
         self._thread.join(timeout=5)
+
+
+def threads_cpu_s(pid: int, prefixes: tuple[str, ...] = ("",), skip: tuple[str, ...] = ()) -> float:
+    """CPU seconds (user + system) of a process's threads whose names start with a prefix."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            name = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
+            fields = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the thread ended meanwhile
+        if name.startswith(prefixes) and not (skip and name.startswith(skip)):
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def group_pids(pgid: int) -> list[int]:
+    """The processes of a process group (the embedded broker: wrapper and server)."""
+    pids = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[2]) == pgid:
+                pids.append(int(entry))
+        except OSError:
+            continue
+    return pids

@@ -54,3 +54,25 @@ def test_dashboard_updates_live(start_serve, sender, serve_topics, redis_client,
             print(f"\ndashboard screenshot: {shot}")
         finally:
             browser.close()
+
+
+def test_dashboard_asks_for_the_token(start_serve):
+    from playwright.sync_api import expect, sync_playwright
+
+    server = start_serve(token="s3cret")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page()
+            page.goto(server.url + "/#token=wrong")
+            expect(page.get_by_test_id("auth-msg")).to_contain_text("refused", timeout=15_000)
+            expect(page.locator("#conn")).to_have_text("token refused")
+            page.goto(server.url + "/")
+            page.reload()
+            expect(page.get_by_test_id("auth-msg")).to_contain_text("needs an access token", timeout=15_000)
+            page.fill("#token-input", "s3cret")
+            page.get_by_role("button", name="Connect").click()
+            expect(page.locator("#conn")).to_have_text("live", timeout=15_000)
+            expect(page.get_by_test_id("auth")).to_be_hidden()
+        finally:
+            browser.close()

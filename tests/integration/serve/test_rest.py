@@ -46,7 +46,7 @@ def test_trending_latest_and_by_window(api):
     assert api.get("/api/v1/topics/trending", params={"window_start_ms": W1}).json()["items"] == [
         {"item": "Chess", "count": 9, "error": 0}]
     missing = api.get("/api/v1/topics/trending", params={"window_start_ms": 5})
-    assert missing.status_code == 404 and "no trending window" in missing.json()["detail"]
+    assert missing.status_code == 404 and "no trending window" in missing.json()["error"]
 
 
 def test_cities_by_window(api):
@@ -74,7 +74,26 @@ def test_one_event(api):
     assert api.get("/api/v1/events/gyzheubzcxwz").json() == {
         "event_id": "gyzheubzcxwz", "event_name": "Stand-up Comedy Mixer", "yes": 5, "no": 2, "guests": 3}
     missing = api.get("/api/v1/events/nope")
-    assert missing.status_code == 404 and "nope" in missing.json()["detail"]
+    assert missing.status_code == 404 and "nope" in missing.json()["error"]
+
+
+def test_unknown_window_is_404_on_every_endpoint(api):
+    for path, kind in (("topics/trending", "trending"), ("cities", "cities"), ("members", "members")):
+        missing = api.get(f"/api/v1/{path}", params={"window_start_ms": W3 + 5})
+        assert missing.status_code == 404, path
+        assert missing.json() == {"error": f"no {kind} window starts at {W3 + 5} (expired or never "
+                                           "written); leave out window_start_ms for the latest ones"}
+
+
+def test_errors_have_one_shape(api):
+    invalid = api.get("/api/v1/topics/top", params={"limit": 0})
+    assert invalid.status_code == 422
+    body = invalid.json()
+    assert set(body) == {"error", "problems"} and body["error"].startswith("invalid request: query.limit")
+    assert [p["location"] for p in body["problems"]] == ["query.limit"]
+    for response in (api.get("/api/v1/nothing"), api.post("/api/v1/topics/top"),
+                     api.get("/api/v1/events/nope"), api.get("/api/v1/stream?stream=nope")):
+        assert response.status_code in (400, 404, 405) and set(response.json()) == {"error"}, response.text
 
 
 def test_openapi_health_metrics_dashboard(api):
@@ -88,6 +107,12 @@ def test_openapi_health_metrics_dashboard(api):
     assert 'kappa_serve_http_requests_total{route="/api/v1/topics/top",status="200"}' in metrics
     page = api.get("/")
     assert page.status_code == 200 and "EventSource" in page.text
+    assert "/asyncapi.json" in spec["info"]["description"]
+    ws = api.get("/asyncapi.json").json()
+    assert ws["asyncapi"] == "3.0.0" and ws["channels"]["stream"]["address"] == "/api/v1/ws"
+    assert set(ws["channels"]["stream"]["messages"]) == {"event", "status", "filter"}
+    icon = api.get("/favicon.ico")
+    assert icon.status_code == 200 and icon.headers["content-type"].startswith("image/")
 
 
 def test_empty_redis_answers_empty(start_serve):

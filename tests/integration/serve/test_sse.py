@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import httpx
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from websockets.exceptions import ConnectionClosed
 
 from tests.integration.serve.support import SseReader, city_summary, rsvp, topics_summary
 
@@ -111,3 +113,55 @@ def test_resume_after_retention_says_what_was_lost(start_serve, sender, serve_to
     assert lost[0]["lost_at_most"] == 3
     assert ns(again) == [6, 7, 8]
     again.stop()
+
+
+def test_resume_id_past_the_end_of_the_log_is_refused(start_serve, sender, serve_topics):
+    from websockets.sync.client import connect
+
+    server = start_serve()
+    sender.send(serve_topics["analyzed"], [rsvp(n) for n in range(3)], partitions=1)
+    future = "a:4,0,0"  # partition 0 ends at offset 3
+    with httpx.Client() as client:
+        refused = client.get(f"{server.url}/api/v1/stream", headers={"Last-Event-ID": future})
+        assert refused.status_code == 400
+        assert "past the end of the log: partition 0" in refused.json()["error"]
+        ahead = SseReader(f"{server.url}/api/v1/stream?stream=analyzed",
+                          headers={"Last-Event-ID": "a:3,0,0"})  # the end itself is a position
+        ahead.wait_for(lambda r: r.of("status"))
+        assert ahead.status_code == 200
+        ahead.stop()
+    url = server.url.replace("http://", "ws://") + f"/api/v1/ws?last_event_id={future}"
+    with connect(url) as ws:
+        assert "past the end of the log" in json.loads(ws.recv(timeout=10))["detail"]
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=10)
+    assert closed.value.rcvd.code == 1008
+
+
+def test_resume_from_an_id_issued_during_a_kafka_catch_up(start_serve, sender, serve_topics):
+    server = start_serve(ring_buffer_size=4)  # every resume below is older than the ring
+    url = f"{server.url}/api/v1/stream?stream=analyzed&city=Barcelona&city=Oslo"
+    first = SseReader(url)
+    first.wait_for(lambda r: r.of("status"))
+    resume_from = first.of("status")[0].id
+    first.stop()
+    sender.send(serve_topics["analyzed"], [rsvp(n, city=CITIES[n % 3]) for n in range(45)])
+    wanted = [n for n in range(45) if n % 3 != 1]
+    deadline = time.monotonic() + 30
+    while not httpx.get(f"{server.url}/healthz", timeout=5).json()["received"] >= 45:
+        assert time.monotonic() < deadline, "the service never read the records"
+        time.sleep(0.1)
+    caught_up = SseReader(url, headers={"Last-Event-ID": resume_from})
+    caught_up.wait_for(lambda r: len(r.of("rsvp")) == len(wanted))
+    caught_up.stop()
+    events = caught_up.of("rsvp")
+    assert sorted(e.data["n"] for e in events) == wanted
+    middle = len(events) // 2
+    again = SseReader(url, headers={"Last-Event-ID": events[middle].id})
+    rest = sorted(e.data["n"] for e in events[middle + 1:])
+    again.wait_for(lambda r: len(r.of("rsvp")) >= len(rest))
+    time.sleep(0.5)  # anything more would be a duplicate
+    again.stop()
+    assert sorted(ns(again)) == rest
+    metrics = httpx.get(f"{server.url}/metrics").text
+    assert 'kappa_serve_resumes_total{source="kafka"} 2.0' in metrics

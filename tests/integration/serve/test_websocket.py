@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 
+import httpx
 from websockets.sync.client import connect
 
 from tests.integration.serve.support import rsvp
@@ -68,3 +70,40 @@ def test_websocket_resume_with_last_event_id(start_serve, sender, serve_topics):
         assert hello["id"] == last
         resumed = [json.loads(ws.recv(timeout=10)) for _ in range(9)]
     assert sorted(m["data"]["n"] for m in resumed) == list(range(6, 15))
+
+
+def clients(server) -> int:
+    return httpx.get(f"{server.url}/healthz", timeout=5).json()["clients"]
+
+
+def wait_clients(server, count: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while clients(server) != count:
+        assert time.monotonic() < deadline, f"clients stayed {clients(server)}, expected {count}"
+        time.sleep(0.05)
+
+
+def test_closed_clients_are_unregistered(start_serve):
+    server = start_serve(max_clients=3)
+    url = server.url.replace("http://", "ws://") + "/api/v1/ws"
+    for _ in range(6):  # twice max_clients: each closed session must free its place
+        with connect(url) as ws:
+            assert json.loads(ws.recv(timeout=10))["status"] == "connected"
+        wait_clients(server, 0)
+    with connect(url) as ws:
+        assert json.loads(ws.recv(timeout=10))["status"] == "connected"
+
+
+def test_bad_frames_get_an_error_and_the_session_goes_on(start_serve, caplog):
+    server = start_serve()
+    url = server.url.replace("http://", "ws://") + "/api/v1/ws"
+    with caplog.at_level(logging.WARNING, logger="jobs.serve.streams"), connect(url) as ws:
+        json.loads(ws.recv(timeout=10))
+        ws.send(b"\x00\x01binary")
+        assert "binary" in receive_until(ws, status("error"))[-1]["detail"]
+        ws.send("[" * 100_000 + "]" * 100_000)
+        assert "nested" in receive_until(ws, status("error"))[-1]["detail"]
+        ws.send(json.dumps({"type": "filter", "cities": ["Oslo"]}))
+        assert receive_until(ws, status("filter"))[-1]["filter"]["cities"] == ["oslo"]
+    assert sum("bad message" in r.getMessage() for r in caplog.records) == 2
+    wait_clients(server, 0)

@@ -1,8 +1,9 @@
 """An independent, plain-Python computation of what the streaming job must produce.
 
 Written from docs/streaming.md, not from the job's code: it knows which input lines are valid
-from the generator's own labels, and derives lateness from the batch boundaries the job reported
-(the one input that depends on how the broker split the stream into micro-batches).
+from the generator's own labels, and decides lateness by the stream-time rule: per partition, in
+offset order, a valid record is late when its event time is more than the grace below the largest
+event time of the valid records before it. How the job cut the log into batches does not enter.
 """
 
 from __future__ import annotations
@@ -47,24 +48,24 @@ def city_name(city: str) -> str:
     return " ".join(word[:1].upper() + word[1:].lower() for word in city.split())
 
 
-def compute(sent: Iterable[Sent], batches: list[Mapping[str, Any]], topic: str,
-            watermark_s: int = 60) -> Expected:
-    """Fold the input in the job's batch order: lateness from the reported batch boundaries."""
-    by_position = {(s.partition, s.offset): s for s in sent}
+def compute(sent: Iterable[Sent], watermark_s: int = 60) -> Expected:
+    """Fold the input partition by partition in offset order (the stream-time rule)."""
     out = Expected()
-    max_event: int | None = None
-    for batch in sorted(batches, key=lambda b: b["batch_id"]):
-        watermark = None if max_event is None else max_event - watermark_s * 1000
-        starts, ends = batch["start_offsets"][topic], batch["end_offsets"][topic]
-        for part, first in starts.items():
-            for offset in range(first, ends[part]):
-                item = by_position.get((int(part), offset))
-                if item is None:
-                    continue
-                mtime = _fold(out, item, watermark)
-                if mtime is not None:
-                    max_event = mtime if max_event is None else max(max_event, mtime)
+    for _, items in sorted(_by_partition(sent).items()):
+        stream_ms: int | None = None
+        for item in sorted(items, key=lambda s: s.offset):
+            late_below = None if stream_ms is None else stream_ms - watermark_s * 1000
+            mtime = _fold(out, item, late_below)
+            if mtime is not None:
+                stream_ms = mtime if stream_ms is None else max(stream_ms, mtime)
     return out
+
+
+def _by_partition(sent: Iterable[Sent]) -> dict[int, list[Sent]]:
+    parts: dict[int, list[Sent]] = defaultdict(list)
+    for item in sent:
+        parts[item.partition].append(item)
+    return parts
 
 
 def _fold(out: Expected, item: Sent, watermark: int | None) -> int | None:

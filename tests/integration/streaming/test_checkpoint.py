@@ -4,6 +4,9 @@ rebuild from the Redis fence resumes with no gap and no duplicate."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -73,3 +76,26 @@ def test_rebuild_from_the_fence_resumes_without_gap_or_duplicate(stream_cfg, spa
     seen = checkpoint.inspect(stream_cfg, "q-rebuild")
     assert {p["partition"]: p["sink_fence"] for p in seen["partitions"]} == {0: 150, 1: 150, 2: 150}
     assert seen["verdict"].startswith("resumable")
+
+
+def test_a_truncated_offset_log_is_called_corrupt_by_inspect_and_run(stream_cfg, spark, run_kappa):
+    produce(stream_cfg, stream_cfg.streaming.source_topic, (s.line for s in generate(30, seed=6)))
+    report = _run(stream_cfg, "q-torn")
+    last = Path(report.checkpoint) / "offsets" / str(report.batches - 1)
+    with last.open("r+b") as handle:                     # as `truncate -s 300` does
+        handle.truncate(300)
+    env = {"KAPPA_STREAMING__SOURCE_TOPIC": stream_cfg.streaming.source_topic,
+           "KAPPA_STREAMING__REDIS_PREFIX": stream_cfg.streaming.redis_prefix,
+           "KAPPA_LAKE__CHECKPOINT_ROOT": stream_cfg.lake.checkpoint_root}
+    seen = run_kappa("stream", "checkpoint", "inspect", "--query", "q-torn", "--json", env=env)
+    assert seen.returncode == 0, seen.stderr
+    verdict = json.loads(seen.stdout)["verdict"]
+    assert verdict.startswith(f"corrupt: {last} is unreadable (") and "resumable" not in verdict
+    assert "`kappa stream checkpoint rebuild --query q-torn --execute`" in verdict
+
+    again = run_kappa("stream", "run", "--mode", "replay", "--query", "q-torn", "--sinks", "redis", env=env)
+    lines = [line for line in again.stderr.splitlines() if line.strip()]
+    assert again.returncode == 1 and len(lines) == 1, again.stderr       # before Spark starts
+    assert lines[0].startswith(f"error: query q-torn: its checkpoint is corrupt: {last} is unreadable")
+    assert "kappa stream checkpoint rebuild --query q-torn --execute" in lines[0]
+    assert "retried at the next start" not in lines[0]

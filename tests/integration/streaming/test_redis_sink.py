@@ -39,10 +39,12 @@ BATCH = [
 META = {"batch_id": 4, "query": "q-test", "totals": {"input": 9, "valid": 7, "dlq": 2, "late": 1}}
 
 
-@pytest.mark.parametrize("how", ["read_back", "in_the_script"])
+@pytest.mark.parametrize("how", ["read_back", "in_the_script", "in_chunks"])
 def test_apply_then_read_back(sink: RedisSummarySink, how: str) -> None:
     """Read back on a pipeline (a recovered batch published again) or in the apply's own script call."""
     assert sink.fence() == {}
+    if how == "in_chunks":  # a tiny chunk: the batch's writes go in many script calls
+        sink._apply.chunk_args = 8
     if how == "read_back":
         applied = sink.apply(BATCH, {}, {RAW0: 10, RAW1: 4}, META)
         records = sink.read_back(applied, WINDOWS_MS, top_n=1)
@@ -206,3 +208,28 @@ def test_a_lua_error_among_the_writes_still_moves_the_fence_and_fails_loudly(
         sink.apply([inc("city", T0 + k * MINUTE, "Madrid") for k in range(9_000)], {}, {RAW0: 1}, META)
     assert sink.fence() == {RAW0: 1}
     assert sink.client.hget(sink.keys("cities", T0), "Madrid") == "1"
+
+
+def test_a_chunked_apply_resumed_after_its_first_chunks_makes_each_chunk_once(sink: RedisSummarySink) -> None:
+    """The first two chunks made (as by a job killed between chunks), then the whole apply again:
+    the fence hash's chunk marker skips what was made; the totals count once."""
+    sink._apply.chunk_args = 8
+    script, calls = sink._apply._script, []
+
+    def two_chunks_then_stop(keys, args):
+        if len(calls) == 2:
+            raise ConnectionError("killed between chunks")
+        calls.append(json.loads(args[0])["chunk"])
+        return script(keys=keys, args=args)
+
+    sink._apply._script = two_chunks_then_stop
+    with pytest.raises(ConnectionError):
+        sink.apply(BATCH, {}, {RAW0: 10, RAW1: 4}, META)
+    r, key = sink.client, sink.keys
+    assert r.hget(key.fence, "apply_chunk") == "2" and sink.fence() == {}
+    sink._apply._script = script
+    sink.apply(BATCH, {}, {RAW0: 10, RAW1: 4}, META)
+    assert sink.fence() == {RAW0: 10, RAW1: 4} and r.hget(key.fence, "apply_marker") is None
+    assert r.hgetall(key("totals")) == {"input": "9", "valid": "7", "dlq": "2", "late": "1"}
+    assert r.hgetall(key("cities", T0)) == {"Barcelona": "2"}
+    assert r.zscore(key("topics", "all"), "Salsa") == 5

@@ -82,3 +82,13 @@ def test_an_array_element_with_a_lone_surrogate_is_kept_escaped():
     checked, batch = parse_body(body, "application/json", 1000)
     assert batch and checked[0][0] == b'{"rsvp_id":1,"member":"\\ud800"}'
     assert checked[0][1].code == "missing_field"
+
+
+@pytest.mark.parametrize("constant", [b"NaN", b"Infinity", b"-Infinity"])
+@pytest.mark.parametrize("content_type", ["application/x-ndjson", "application/json", "array"])
+def test_nan_and_infinity_are_not_json_in_any_body_shape(constant, content_type):
+    record = OK.replace(b'"guests":0', b'"guests":' + constant)
+    body = b"[" + record + b"]" if content_type == "array" else record
+    checked, _ = parse_body(body, content_type, 1000)
+    assert [check.code for _, check in checked] == ["invalid_json"]
+    assert "is not JSON" in checked[0][1].reason

@@ -59,3 +59,14 @@ def test_pieces_of_four_partitions_in_three_groups_come_cut_piece_first_continua
         RangeGroup((r(2, 0, 20), r(1, 10, 30)), continued=frozenset({0}), resumes=frozenset({1})),
         RangeGroup((r(3, 0, 30), r(2, 20, 30)), resumes=frozenset({1})),
     ]
+
+
+def test_without_cuts_every_range_stays_whole_in_the_least_filled_group() -> None:
+    ranges = [OffsetRange("t", 0, 0, 400), OffsetRange("t", 1, 0, 300), OffsetRange("t", 2, 0, 250),
+              OffsetRange("t", 3, 0, 200), OffsetRange("t", 4, 5, 5)]
+    groups = group_ranges(ranges, 2, allow_cuts=False)
+    # largest first, each to the group with fewer records: 400 | 300, then 250 -> the 300 group
+    # (550), then 200 -> the 400 group (600); the empty range is dropped
+    assert [[(r.partition, r.start, r.end) for r in g.ranges] for g in groups] == [
+        [(0, 0, 400), (3, 0, 200)], [(1, 0, 300), (2, 0, 250)]]
+    assert all(not g.continued and not g.resumes for g in groups)

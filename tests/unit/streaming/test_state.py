@@ -1,4 +1,4 @@
-"""State beside a query's checkpoint: watermark log, fingerprint, lock, Spark's offset log."""
+"""State beside a query's checkpoint: stream time, fingerprint, lock, Spark's offset log."""
 
 from __future__ import annotations
 
@@ -12,64 +12,38 @@ import pytest
 
 from jobs.streaming.state import (
     AlreadyRunning,
-    BatchWatermark,
     CheckpointError,
     QueryLock,
-    WatermarkLog,
     check_fingerprint,
     fingerprint,
     last_committed,
     last_offsets,
     lock_holder,
 )
+from jobs.streaming.stream_time import KEEP_POINTS, StreamTimeLog, is_late, nearest_point
 
 REPO = Path(__file__).resolve().parents[3]
-DELAY = 60_000
 
 
-def test_first_batch_has_no_watermark(tmp_path: Path) -> None:
-    assert WatermarkLog(tmp_path / "q", DELAY).for_batch(0) == BatchWatermark(None, None)
+def test_stream_time_log_keeps_the_points_of_the_last_batches(tmp_path: Path) -> None:
+    log = StreamTimeLog(tmp_path / "q")
+    assert log.points() == {}
+    log.record({("t", 0): (100, 5_000), ("t", 1): (40, None)})
+    log.record({("t", 0): (250, 9_000)})
+    assert log.points() == {("t", 0): {100: 5_000, 250: 9_000}, ("t", 1): {40: None}}
+    for end in range(300, 300 + KEEP_POINTS + 5):
+        log.record({("t", 0): (end, end)})
+    kept = log.points()[("t", 0)]
+    assert len(kept) == KEEP_POINTS and min(kept) == 305  # the oldest ones went: 100, 250, 300-304
 
 
-def test_next_batch_uses_max_minus_delay_and_a_replay_reuses_its_record(tmp_path: Path) -> None:
-    log = WatermarkLog(tmp_path / "q", DELAY)
-    log.record(0, BatchWatermark(None, None), 1_000_000)
-    log.record(1, BatchWatermark(940_000, 1_000_000), 1_500_000)
-    assert log.for_batch(2) == BatchWatermark(1_440_000, 1_500_000)
-    # batch 1 replayed after a crash: the watermark it used, not one from its own max
-    assert log.for_batch(1) == BatchWatermark(940_000, 1_000_000)
-    assert log.for_batch(0) == BatchWatermark(None, None)
-    # a batch id after a gap takes the latest earlier record
-    assert log.for_batch(7) == BatchWatermark(1_440_000, 1_500_000)
-    assert json.loads((tmp_path / "q/kappa-state/watermarks/1.json").read_text()) == {
-        "batch_id": 1, "watermark_ms": 940_000, "max_event_ms_before": 1_000_000,
-        "max_event_ms": 1_500_000}
-
-
-def test_a_batch_without_events_keeps_no_watermark(tmp_path: Path) -> None:
-    log = WatermarkLog(tmp_path / "q", DELAY)
-    log.record(0, BatchWatermark(None, None), None)
-    assert log.for_batch(1) == BatchWatermark(None, None)
-
-
-def test_seed_carries_the_max_over_a_new_checkpoint(tmp_path: Path) -> None:
-    folder = tmp_path / "q/kappa-state/watermarks"
-    folder.mkdir(parents=True)
-    (folder / "seed.json").write_text('{"max_event_ms": 2000000}')
-    log = WatermarkLog(tmp_path / "q", DELAY)
-    assert log.for_batch(0) == BatchWatermark(1_940_000, 2_000_000)
-    log.record(0, BatchWatermark(1_940_000, 2_000_000), 2_100_000)
-    assert log.for_batch(1) == BatchWatermark(2_040_000, 2_100_000)
-
-
-def test_old_records_are_pruned(tmp_path: Path) -> None:
-    log = WatermarkLog(tmp_path / "q", DELAY)
-    for batch_id in range(203):
-        log.record(batch_id, BatchWatermark(None, None), batch_id)
-    names = {p.name for p in log.folder.iterdir()}
-    assert len(names) == 200
-    assert {"0.json", "1.json", "2.json"}.isdisjoint(names)
-    assert {"3.json", "202.json"} <= names
+def test_nearest_point_and_the_late_rule() -> None:
+    points = {100: 5_000, 250: 9_000}
+    assert nearest_point(points, 99) is None
+    assert nearest_point(points, 100) == (100, 5_000)
+    assert nearest_point(points, 260) == (250, 9_000)
+    assert is_late(2_999, 5_000, 2_000) and not is_late(3_000, 5_000, 2_000)
+    assert not is_late(0, None, 2_000)
 
 
 FINGERPRINT = fingerprint(["rsvps.raw"], {"city": 60_000}, ["redis", "kafka"])

@@ -33,3 +33,21 @@ def test_metrics_from_before_the_background_apply_still_show_their_apply() -> No
     old = ROW | {"apply_ms": None, "phases_ms": {"read_process_produce": 1600, "redis_apply": 120,
                                                  "summaries": 90}}
     assert status_lines(old)[1].endswith("members 98), redis apply 120 ms, summaries 90 ms")
+
+
+def test_a_finished_replay_reads_finished_and_a_killed_one_ended() -> None:
+    done = ROW | {"state": "finished", "mode": "replay", "state_since_ms": 1_767_225_660_000,
+                  "state_detail": "3 batches, 300 records read"}
+    assert status_lines(done)[0].startswith(
+        "rsvps-live: finished (replay) at 2026-01-01T00:01:00+00:00: 3 batches, 300 records read; "
+        "last batch 57")
+    assert status_lines(ROW | {"state": "ended"})[0].startswith(
+        "rsvps-live: NOT running (ended without a final state: killed, or its machine went down);")
+
+
+def test_a_query_waiting_for_kafka_says_for_what_and_since_when() -> None:
+    waiting = ROW | {"running": True, "pid": 42, "state": "waiting", "state_since_ms": 1_767_225_600_000,
+                     "state_detail": "Kafka at 127.0.0.1:9092 (kafka unreachable)"}
+    assert status_lines(waiting)[0].startswith(
+        "rsvps-live: running (pid 42), WAITING for Kafka at 127.0.0.1:9092 (kafka unreachable) since "
+        "2026-01-01T00:00:00+00:00; last batch 57")

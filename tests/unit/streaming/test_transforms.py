@@ -111,11 +111,11 @@ ANALYZED_COLUMNS = ["schema_version", "rsvp_id", "event_time_ms", "event_time", 
                     "event_name", "group_id", "group_name", "member_id", "response", "guests",
                     "topics", "city", "country", "state", "lat", "lon", "venue_id", "source_topic",
                     "source_partition", "source_offset", "kafka_timestamp_ms", "ingest_lag_ms", "late"]
-WATERMARK = T0 - 60_000
+GRACE_MS = 60_000
 
 
 def analyzed_input(spark):
-    """Three valid records: venue coordinates; group coordinates (late); exactly at the watermark.
+    """Three valid records: venue coordinates; group coordinates (late); exactly at the grace.
 
     And an invalid one that ``T.valid`` leaves out.
     """
@@ -124,9 +124,9 @@ def analyzed_input(spark):
                group__group_topics=[{"urlkey": "a", "topic_name": "Salsa"},
                                     {"urlkey": "b", "topic_name": "Salsa"}]),
         record(venue=DELETE, mtime=T0 - 60_001, response="no", guests=0, rsvp_id=7),
-        record(mtime=WATERMARK, group__group_city="SAN FRANCISCO", rsvp_id=8),
+        record(mtime=T0 - GRACE_MS, group__group_city="SAN FRANCISCO", rsvp_id=8),
         b"[]",  # invalid: left out by T.valid
-    ]).transform(T.parse_rsvps(RULES)).transform(T.valid)
+    ]).transform(T.parse_rsvps(RULES)).transform(T.flag_late(GRACE_MS)).transform(T.valid)
 
 
 def test_analyzed_rows_by_hand(spark) -> None:
@@ -148,19 +148,28 @@ def test_analyzed_rows_by_hand(spark) -> None:
          "city": "San Francisco", "country": "ES", "state": None, "lat": 41.365682, "lon": 2.159007,
          "venue_id": 24231817, "source_offset": 2, "ingest_lag_ms": 60_120, "late": False},
     ]
-    result = analyzed_input(spark).transform(T.analyzed(WATERMARK))
+    result = analyzed_input(spark).transform(T.analyzed())
     assert result.columns == ANALYZED_COLUMNS
     assertDataFrameEqual(result, [Row(**{name: row[name] for name in ANALYZED_COLUMNS}) for row in expected])
 
 
-def test_no_watermark_means_nothing_is_late(spark) -> None:
-    result = analyzed_input(spark).transform(T.analyzed(None)).select("source_offset", "late")
-    assertDataFrameEqual(result, [Row(source_offset=0, late=False), Row(source_offset=1, late=False),
-                                  Row(source_offset=2, late=False)])
+def test_stream_time_is_per_partition_and_counts_valid_records_only(spark) -> None:
+    # partition 0: T0, then a record 2 min behind it (late); partition 1 starts with that same old
+    # time (nothing before it there: on time), then an invalid record far ahead (it does not move
+    # the stream time: the next one is on time), then one 61 s behind its stream time (late)
+    p0 = kafka_frame(spark, [record(mtime=T0), record(mtime=T0 - 120_000, rsvp_id=2)])
+    p1 = kafka_frame(spark, [record(mtime=T0 - 120_000, rsvp_id=3),
+                             record(mtime=T0 + 10**9, response="maybe", rsvp_id=4),
+                             record(mtime=T0 - 110_000, rsvp_id=5),
+                             record(mtime=T0 - 120_000 - 61_000, rsvp_id=6)], partition=1)
+    result = (p0.unionByName(p1).transform(T.parse_rsvps(RULES)).transform(T.flag_late(GRACE_MS))
+              .select("partition", "offset", "late"))
+    expected = [(0, 0, False), (0, 1, True), (1, 0, False), (1, 1, False), (1, 2, False), (1, 3, True)]
+    assertDataFrameEqual(result, [Row(partition=p, offset=o, late=late) for p, o, late in expected])
 
 
 def test_analyzed_records_key_and_json(spark) -> None:
-    rows = (analyzed_input(spark).where("offset = 1").transform(T.analyzed(WATERMARK))
+    rows = (analyzed_input(spark).where("offset = 1").transform(T.analyzed())
             .transform(T.analyzed_records("rsvps.analyzed")).collect())
     assert len(rows) == 1
     assert (rows[0].topic, bytes(rows[0].key)) == ("rsvps.analyzed", b"gyzheubzcxwz")

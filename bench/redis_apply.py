@@ -1,0 +1,147 @@
+"""The fenced Redis apply at high key cardinality: per-batch time, the longest script, reader stalls.
+
+A batch of ``--events`` distinct events (every RSVP its own event, as on a real event site; cities
+and topics skewed as the generator makes them) is summed into increments as the job's tasks do and
+applied through ``RedisSummarySink`` to a redis-server this script starts on a free loopback port,
+``--batches`` times, once per chunk size (``--chunks``; 0 = one script call per batch, the
+unchunked baseline). Meanwhile a reader thread sends ``HGETALL`` of one city window every 2 ms and
+records its latency: what a ``kappa serve`` REST client waits when its read lands behind a script.
+Redis' own ``SLOWLOG`` gives the longest command. Prints JSON.
+
+    .venv/bin/python bench/redis_apply.py --events 100000 --batches 3 --chunks 0,20000,5000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from jobs.collector.generator import RsvpGenerator
+from jobs.common.config import load_config
+from jobs.common.stack import redis_server_binary
+from jobs.streaming.batch import windows_from
+from jobs.streaming.records import Increments, analyzed
+from jobs.streaming.redis_script import FencedApply
+from jobs.streaming.redis_sink import RedisSummarySink
+from jobs.streaming.validate import Rules, parse
+
+RAW = "bench.raw"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def increments(events: int, seed: int, windows) -> list[dict[str, Any]]:
+    """The summed increments of one batch whose every record is its own event."""
+    rules, inc = Rules(min_event_ms=0, future_skew_ms=10**12, max_record_bytes=1 << 20), Increments(windows)
+    for i, item in enumerate(RsvpGenerator(seed=seed).generate(events)):
+        record = json.loads(item.line)
+        record["event"]["event_id"] = f"ev{seed}-{i}"
+        rsvp, reason = parse(json.dumps(record).encode(), None, rules)
+        if reason is None:
+            inc.add(analyzed(rsvp, RAW, 0, i, None, late=False))
+    inc.take_members()  # the tasks add members themselves (PFADD, outside the fence)
+    return inc.rows()
+
+
+class Reader(threading.Thread):
+    """HGETALL of one key every 2 ms; the latencies in ms."""
+
+    def __init__(self, port: int, key: str) -> None:
+        super().__init__(daemon=True)
+        self.client, self.key = redis.Redis(port=port), key
+        self.latencies: list[float] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            began = time.perf_counter()
+            self.client.hgetall(self.key)
+            self.latencies.append((time.perf_counter() - began) * 1000)
+            time.sleep(0.002)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2) if ordered else 0.0
+
+
+def run_chunk_size(cfg, port: int, batches: list[list[dict[str, Any]]], chunk_args: int) -> dict[str, Any]:
+    prefix = f"bench{chunk_args}"
+    s = cfg.streaming.model_copy(update={"redis_prefix": prefix})
+    sink = RedisSummarySink(cfg.model_copy(update={"redis": cfg.redis.model_copy(update={"port": port}),
+                                                   "streaming": s}))
+    sink._apply = FencedApply(sink.client, sink.keys.fence, chunk_args or 10**12)
+    admin = redis.Redis(port=port)
+    admin.config_set("slowlog-log-slower-than", 0)
+    admin.config_set("slowlog-max-len", 1_000_000)
+    admin.slowlog_reset()
+    reader = Reader(port, f"{prefix}:totals")
+    reader.start()
+    times, fence, ops = [], {}, 0
+    for batch_id, rows in enumerate(batches):
+        new = {(RAW, 0): (batch_id + 1) * 1000}
+        began = time.perf_counter()
+        sink.apply(rows, fence, new, {"batch_id": batch_id, "query": "bench", "totals": {"input": len(rows)}})
+        times.append(round(time.perf_counter() - began, 3))
+        fence = new
+        ops += len(rows)
+    reader.stop.set()
+    reader.join()
+    slow = admin.slowlog_get(10_000)
+    longest = max((entry["duration"] for entry in slow), default=0) / 1000
+    calls = sum(1 for entry in slow if entry["command"].startswith(b"EVALSHA"))
+    sink.close()
+    return {"chunk_args": chunk_args or "one call per batch", "apply_s": times,
+            "increments_per_s": round(ops / sum(times)), "increment_rows_per_batch": ops // len(batches),
+            "script_calls": calls, "longest_command_ms": round(longest, 1),
+            "reader_ms": {"p50": percentile(reader.latencies, 0.5), "p99": percentile(reader.latencies, 0.99),
+                          "max": round(max(reader.latencies, default=0), 1), "reads": len(reader.latencies)}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=100_000)
+    parser.add_argument("--batches", type=int, default=3)
+    parser.add_argument("--chunks", default="0,20000,5000", help="chunk sizes in arguments; 0 = unchunked")
+    args = parser.parse_args()
+    cfg = load_config()
+    windows = windows_from(cfg)
+    batches = [increments(args.events, seed, windows) for seed in range(args.batches)]
+    port = free_port()
+    folder = tempfile.mkdtemp(prefix="bench-redis-")
+    server = subprocess.Popen([redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1",
+                               "--save", "", "--appendonly", "no", "--dir", folder],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                redis.Redis(port=port).ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        results = [run_chunk_size(cfg, port, batches, int(size)) for size in args.chunks.split(",")]
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    print(json.dumps({"benchmark": "redis_apply", "events_per_batch": args.events, "batches": args.batches,
+                      "redis": str(Path(redis_server_binary()).name), "results": results}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

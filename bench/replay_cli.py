@@ -1,0 +1,129 @@
+"""A replay as users run it: ``kappa stream run --mode replay`` from process start to exit.
+
+Against the hand-written one-process loop (bench/streaming_loop.py, also its own process, start
+to exit), on the same topic in the same run, rounds alternating. Two workloads (``--workloads``):
+``skewed`` (the generator's events: few distinct, as the other benchmarks) and
+``high-cardinality`` (every RSVP its own event id, topics and cities as skewed), each with the
+end-to-end tests' fault mix (1 % malformed, late, out-of-order, duplicates). Per run: wall time
+(process start to exit), the job's own run time from its report (``duration_s``: the query from
+its start to its last batch), start-up = wall - run time, events/s over the wall, and the peak
+RSS of the process tree. The job runs with every sink (Kafka outputs, the fenced Redis apply).
+
+The stack is the configured one (``KAPPA_*`` and conf/ as every command: ``kappa stack up`` first);
+each run writes fresh output topics and its own Redis prefix. Prints JSON.
+
+    .venv/bin/python bench/replay_cli.py --records 300000 --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from streaming_support import PARTITIONS, new_topic, produce, settle
+
+from jobs.common.config import PROJECT_ROOT, load_config
+
+WORKLOADS = ("skewed", "high-cardinality")
+
+
+def timed(command: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """Run ``command``; wall seconds from start to exit, peak RSS of its tree (MB), its last stdout line."""
+    peak = [0.0]
+    began = time.monotonic()
+    process = subprocess.Popen(command, env=env, cwd=PROJECT_ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True)
+    done = threading.Event()
+
+    def sample() -> None:
+        root = psutil.Process(process.pid)
+        while not done.is_set():
+            try:
+                tree = [root, *root.children(recursive=True)]
+                peak[0] = max(peak[0], sum(p.memory_info().rss for p in tree if p.is_running()) / 2**20)
+            except psutil.Error:
+                pass
+            time.sleep(0.2)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out, _ = process.communicate()
+    wall = time.monotonic() - began
+    done.set()
+    sampler.join()
+    if process.returncode != 0:
+        raise RuntimeError(f"{' '.join(command[:6])} ... exited {process.returncode}: {out[-2000:]}")
+    return {"wall_s": round(wall, 2), "peak_rss_mb": round(peak[0]), "last": out.strip().splitlines()[-1]}
+
+
+def job_run(env: dict[str, str], props: dict[str, str], source: str, records: int) -> dict[str, Any]:
+    name = uuid.uuid4().hex[:8]
+    run_env = {**env, "KAPPA_STREAMING__SOURCE_TOPIC": source,
+               "KAPPA_STREAMING__ANALYZED_TOPIC": new_topic(props, PARTITIONS),
+               "KAPPA_STREAMING__SUMMARIES_TOPIC": new_topic(props, PARTITIONS),
+               "KAPPA_STREAMING__DLQ_TOPIC": new_topic(props, 1),
+               "KAPPA_STREAMING__REDIS_PREFIX": f"bench{name}",
+               "KAPPA_STREAMING__QUERY_NAME": f"bench-{name}"}
+    result = timed([sys.executable, "-m", "jobs.cli", "stream", "run", "--mode", "replay", "--from",
+                    "earliest", "--to", "latest", "--fresh", "--json"], run_env)
+    report = json.loads(result.pop("last"))
+    assert report["records_read"] == records, report
+    startup = round(result["wall_s"] - report["duration_s"], 2)
+    return result | {"run_s": report["duration_s"], "startup_s": startup,
+                     "events_per_s": round(records / result["wall_s"]), "late": report["late"],
+                     "dead_lettered": report["dead_lettered"]}
+
+
+def loop_run(env: dict[str, str], props: dict[str, str], source: str, records: int) -> dict[str, Any]:
+    command = [sys.executable, str(Path(__file__).with_name("streaming_loop.py")), "--source", source,
+               "--partitions", str(PARTITIONS), "--records", str(records),
+               "--analyzed", new_topic(props, PARTITIONS), "--dlq", new_topic(props, 1)]
+    result = timed(command, env)
+    report = json.loads(result.pop("last"))
+    return result | {"run_s": report["seconds"], "startup_s": round(result["wall_s"] - report["seconds"], 2),
+                     "events_per_s": round(records / result["wall_s"]), "late": report["late"],
+                     "dead_lettered": report["dlq"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=300_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    args = parser.parse_args()
+    cfg = load_config()
+    props = cfg.kafka.client_config()
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    out: dict[str, Any] = {"benchmark": "replay_cli", "records": args.records, "cores": os.cpu_count(),
+                           "spark_master": cfg.spark.master, "workloads": {}}
+    for workload in args.workloads.split(","):
+        source = new_topic(props, PARTITIONS)
+        produce(props, source, args.records, seed=7, distinct_events=workload == "high-cardinality")
+        settle()
+        rounds = []
+        for index in range(args.rounds):
+            order = (loop_run, job_run) if index % 2 == 0 else (job_run, loop_run)
+            runs = {fn.__name__.removesuffix("_run"): fn(env, props, source, args.records) for fn in order}
+            runs["job_vs_loop"] = round(runs["job"]["events_per_s"] / runs["loop"]["events_per_s"], 2)
+            rounds.append(runs)
+        out["workloads"][workload] = {
+            "rounds": rounds, "median_job_vs_loop": median(r["job_vs_loop"] for r in rounds),
+            "median_job_startup_s": median(r["job"]["startup_s"] for r in rounds)}
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

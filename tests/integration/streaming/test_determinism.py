@@ -1,0 +1,158 @@
+"""The same log gives the same views, however it is cut into batches, killed or rebuilt.
+
+One topic of 50,000 generated events (late, out-of-order, duplicate and malformed ones) is
+processed (a) live in 1,000-record batches with three kill -9s of the driver and its JVM, (b) as
+one replay in 100,000-record batches, (c) as a rebuild from the earliest offset after the Redis
+database was flushed. The three Redis states are equal key by key (HyperLogLogs: the same count,
+and merged with each other they count the same), and every ``late`` flag in the three
+``rsvps.analyzed`` outputs agrees per source position, and with the independent computation.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from tests.conftest import KAPPA, REPO
+from tests.integration.streaming.conftest import produce
+from tests.integration.streaming.expected import compute, read_topic
+from tests.integration.streaming.test_end_to_end import generate
+from tests.integration.streaming.test_kill_restart import _env, _kill_group
+
+EVENTS = 50_000
+LIVE_PER_BATCH, REPLAY_PER_BATCH = 1_000, 100_000
+KILL_AFTER_S = (0.2, 1.5, 4.0)
+DB = 7  # a database of the session's Redis of this test's own, flushed as a lost Redis would be
+BOOKKEEPING = ("batch_id", "query", "updated_ms")
+
+
+def _run_args(mode: str, per_batch: int) -> list[str]:
+    args = [*KAPPA, "stream", "run", "--mode", mode, "--max-offsets-per-trigger", str(per_batch)]
+    return [*args, "--to", "latest", "--fresh"] if mode == "replay" else args
+
+
+def _start(env: dict[str, str], args: list[str], log: Path) -> subprocess.Popen:
+    with log.open("a") as out:
+        return subprocess.Popen(args, env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+def _input_counted(client: redis.Redis, prefix: str) -> int:
+    return int(client.hget(f"{prefix}:totals", "input") or 0)
+
+
+def _reported(client: redis.Redis, prefix: str) -> int:
+    return sum(client.llen(key) for key in client.scan_iter(f"{prefix}:metrics:*:history"))
+
+
+def _live_with_kills(env: dict[str, str], client: redis.Redis, prefix: str, log: Path) -> None:
+    args = _run_args("live", LIVE_PER_BATCH)
+    for delay in KILL_AFTER_S:
+        proc = _start(env, args, log)
+        seen, deadline = _reported(client, prefix), time.monotonic() + 400
+        while _reported(client, prefix) == seen:
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.05)
+        time.sleep(delay)
+        _kill_group(proc)
+    assert _input_counted(client, prefix) < EVENTS, "the live job finished before the last kill"
+    proc = _start(env, args, log)
+    deadline = time.monotonic() + 600
+    while _input_counted(client, prefix) < EVENTS:
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)  # the driver alone: it stops after the batch, its JVM with it
+    assert proc.wait(timeout=120) == 0, log.read_text()[-3000:]
+
+
+def _snapshot(client: redis.Redis, prefix: str) -> dict[str, Any]:
+    """Every key of the view under ``prefix`` (without it), by type; the job's metrics left out."""
+    state: dict[str, Any] = {}
+    for raw in client.scan_iter(f"{prefix}:*"):
+        key = raw.decode().removeprefix(f"{prefix}:")
+        if key.startswith("metrics:"):
+            continue
+        kind = client.type(raw).decode()
+        if kind == "hash":
+            value: Any = {k.decode(): v.decode() for k, v in client.hgetall(raw).items()}
+            if key.startswith("fence:"):
+                value = {k: v for k, v in value.items() if k not in BOOKKEEPING}
+        elif kind == "zset":
+            value = {m.decode(): s for m, s in client.zrange(raw, 0, -1, withscores=True)}
+        elif kind == "string":  # HyperLogLog: compared by count and merge below
+            value = ("hll", client.get(raw))
+        else:
+            value = (kind, None)
+        state[key] = value
+    return state
+
+
+def _assert_same_view(client: redis.Redis, left: dict[str, Any], right: dict[str, Any], name: str) -> None:
+    assert sorted(left) == sorted(right), (
+        f"{name}: keys only on the left {sorted(set(left) - set(right))[:10]}, only on the right "
+        f"{sorted(set(right) - set(left))[:10]}")
+    differ = [key for key in left if left[key] != right[key] and not isinstance(left[key], tuple)]
+    examples = [(k, left[k], right[k]) for k in differ[:3]]
+    assert not differ, f"{name}: {len(differ)} keys differ, e.g. {examples}"
+    for key, value in left.items():
+        if isinstance(value, tuple) and value[0] == "hll":
+            client.set("cmp:left", value[1])
+            client.set("cmp:right", right[key][1])
+            count = client.pfcount("cmp:left")
+            assert count == client.pfcount("cmp:right"), f"{name}: HyperLogLog {key}"
+            client.delete("cmp:merged")  # PFMERGE merges into what the destination holds
+            client.pfmerge("cmp:merged", "cmp:left", "cmp:right")
+            assert client.pfcount("cmp:merged") == count, f"{name}: HyperLogLog {key} merged"
+    client.delete("cmp:left", "cmp:right", "cmp:merged")
+
+
+def _late_flags(kafka_props: dict[str, str], topic: str) -> dict[tuple[int, int], bool]:
+    flags: dict[tuple[int, int], bool] = {}
+    for message in read_topic(kafka_props, topic, 3):
+        record = json.loads(message.value())
+        position = (record["source_partition"], record["source_offset"])
+        assert flags.setdefault(position, record["late"]) == record["late"], f"{topic}: copies of {position}"
+    return flags
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_live_with_kills_a_replay_and_a_rebuild_give_the_same_views(
+        stream_cfg, kappa_env, kafka_props, topic_factory, tmp_path) -> None:
+    sent = generate(EVENTS, seed=31)
+    produce(stream_cfg, stream_cfg.streaming.source_topic, (s.line for s in sent))
+    client = redis.Redis(host=stream_cfg.redis.host, port=stream_cfg.redis.port, db=DB)
+    client.flushdb()
+    base = {**_env(stream_cfg, kappa_env), "KAPPA_REDIS__DB": str(DB)}
+    runs = {name: {**base, "KAPPA_STREAMING__REDIS_PREFIX": prefix,
+                   "KAPPA_STREAMING__ANALYZED_TOPIC": topic_factory(3, f"analyzed-{name}"),
+                   "KAPPA_STREAMING__QUERY_NAME": f"{stream_cfg.streaming.query_name}-{name}"}
+            for name, prefix in (("live", "a"), ("replay", "b"), ("rebuild", "a"))}
+    log = tmp_path / "stream.log"
+
+    _live_with_kills(runs["live"], client, "a", log)
+    live = _snapshot(client, "a")
+    replay = _start(runs["replay"], _run_args("replay", REPLAY_PER_BATCH), log)
+    assert replay.wait(timeout=600) == 0, log.read_text()[-3000:]
+    replayed = _snapshot(client, "b")
+    client.flushdb()  # Redis lost: the view is rebuilt from the earliest offset
+    rebuild = _start(runs["rebuild"], _run_args("replay", REPLAY_PER_BATCH), log)
+    assert rebuild.wait(timeout=600) == 0, log.read_text()[-3000:]
+    rebuilt = _snapshot(client, "a")
+
+    expected = compute(sent)
+    assert int(live["totals"]["late"]) == expected.totals["late"] > 0
+    _assert_same_view(client, live, replayed, "live vs replay")
+    _assert_same_view(client, live, rebuilt, "live vs rebuild")
+    flags = {name: _late_flags(kafka_props, env["KAPPA_STREAMING__ANALYZED_TOPIC"])
+             for name, env in runs.items()}
+    assert flags["live"] == flags["replay"] == flags["rebuild"]
+    assert sum(flags["live"].values()) == expected.totals["late"]
+    assert set(flags["live"]) == expected.valid_positions
