@@ -99,11 +99,11 @@ async def run_round(port: int, props: dict, topic: str, clients: int, rate: int,
 
 
 @contextlib.contextmanager
-def platform(max_clients: int = 1000) -> Iterator[tuple[int, dict, subprocess.Popen, int]]:
+def platform(max_clients: int = 1000) -> Iterator[tuple[int, dict, subprocess.Popen, int, dict]]:
     """A private embedded stack (topics b.analyzed, b.summaries) and `kappa serve` on it.
 
-    Yields the service's port, the Kafka client properties, the serve process and the pid of
-    the broker's process group.
+    Yields the service's port, the Kafka client properties, the serve process, the pid of the
+    broker's process group and the KAPPA_* variables that point a `kappa` command at the stack.
     """
     with tempfile.TemporaryDirectory(prefix="kappa-bench-") as folder:
         root = Path(folder)
@@ -136,7 +136,8 @@ def platform(max_clients: int = 1000) -> Iterator[tuple[int, dict, subprocess.Po
                         raise
                     time.sleep(0.2)
             broker = int((stack.data_dir / "kafka.pid").read_text().split()[0])
-            yield port, props, server, broker
+            yield port, props, server, broker, {**env, "KAPPA_ENV": "test",
+                                                 "KAPPA_COLLECTOR__LOG_PATH": str(root / "collector.sqlite")}
         finally:
             if server is not None:
                 server.terminate()
@@ -150,7 +151,7 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=200, help="records produced per second")
     parser.add_argument("--seconds", type=float, default=8)
     args = parser.parse_args()
-    with platform() as (port, props, _, _):
+    with platform() as (port, props, _, _, _):
         rounds = [asyncio.run(run_round(port, props, "b.analyzed", int(n), args.rate, args.seconds))
                   for n in args.clients.split(",")]
         print(json.dumps({"bench": "serve_sse", "cpu_cores": os.cpu_count(), "record_bytes": 520,

@@ -4,7 +4,8 @@ Starts the platform of bench/serve.py (private embedded stack, `kappa serve` as 
 lets it settle, then samples the CPU time (user + system, /proc via psutil) of the serve
 process and of the broker's process group over --idle-seconds with no client and no record.
 Then one SSE client reads while records are produced at --rate per second, and the delivery
-latency (arrival minus Kafka timestamp) is reported, with the CPU used meanwhile. Prints JSON.
+latency (arrival minus Kafka timestamp) is reported, with the CPU used meanwhile. With
+--collector an idle `kappa collect --http` runs beside them and its CPU is sampled too. Prints JSON.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import argparse
 import asyncio
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -21,7 +23,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.serve import platform, run_round
+from bench.serve import free_port, platform, run_round
 
 
 def cpu_seconds(pid: int, group: bool = False) -> float:
@@ -62,10 +64,22 @@ def main() -> None:
     parser.add_argument("--settle-seconds", type=float, default=5)
     parser.add_argument("--rate", type=int, default=1000, help="records produced per second under load")
     parser.add_argument("--seconds", type=float, default=10, help="length of the load round")
+    parser.add_argument("--collector", action="store_true", help="also sample an idle collector")
     args = parser.parse_args()
-    with platform() as (port, props, server, broker):
+    with platform() as (port, props, server, broker, env):
+        collector = None
+        if args.collector:
+            collector = subprocess.Popen(
+                [sys.executable, "-m", "jobs.cli", "collect", "--http", "--port", str(free_port()),
+                 "--topic", "b.analyzed", "--dlq-topic", "b.summaries"],
+                cwd=Path(__file__).resolve().parents[1], env={**os.environ, **env}, stderr=subprocess.DEVNULL)
         time.sleep(args.settle_seconds)
+        began = cpu_seconds(collector.pid) if collector else 0.0
         idle = sample(server.pid, broker, args.idle_seconds)
+        if collector:
+            idle["collector_core"] = round((cpu_seconds(collector.pid) - began) / args.idle_seconds, 4)
+            collector.terminate()
+            collector.wait(15)
         before = cpu_seconds(server.pid), cpu_seconds(broker, group=True)
         began = time.monotonic()
         load = asyncio.run(run_round(port, props, "b.analyzed", 1, args.rate, args.seconds))

@@ -11,7 +11,12 @@ named in `params.sinks`:
 
 Pre-flight fails closed when the range is no longer retained in Kafka (naming the earliest
 offset and time), when a sink is unreachable, or when another replay runs. `dry_run` prints the
-resolved offsets and what would be written. Runbook: docs/runbooks/airflow.md.
+resolved offsets and what would be written.
+
+**Unpausing writes nothing**: the scheduler's own hourly runs are skipped; only backfills and
+manual runs replay. A backfill's runs start only while the DAG is unpaused (Airflow leaves a
+paused DAG's backfill queued): `kappa airflow backfill replay --from ... --to ...` refuses a
+paused DAG and says so (`--unpause` unpauses it first). Runbook: docs/runbooks/airflow.md.
 """
 
 from __future__ import annotations
@@ -39,9 +44,9 @@ from jobs.orchestration.dagkit import DEFAULT_ARGS, START
 )
 def replay():
     @task
-    def replay_interval(data_interval_start=None, data_interval_end=None, params=None) -> dict:
+    def replay_interval(data_interval_start=None, data_interval_end=None, params=None, dag_run=None) -> dict:
         return tasks.replay_interval(data_interval_start, data_interval_end, params["sinks"],
-                                     params["dry_run"])
+                                     params["dry_run"], run_type=getattr(dag_run, "run_type", None))
 
     replay_interval()
 

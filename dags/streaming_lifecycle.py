@@ -6,8 +6,11 @@ from its own metrics, and stops it gracefully for maintenance.
 * **ensure_running**: starts the job if no process holds its checkpoint lock (idempotent; the
   job's lock means never two copies). A dead job (crash, kill -9) is started again; a failed
   start is retried with exponential backoff.
-* **check_health**: age of the last batch and offsets behind latest, from
-  `kappa:metrics:<query>` in Redis. Fails (and alerts) beyond the params' limits.
+* **check_health**: age of the running job's last batch and offsets behind latest, from
+  `kappa:metrics:<query>` in Redis; metrics emitted before the job started are an earlier
+  job's and do not count (until its first batch, the job's age stands for the batch age).
+  Fails (and alerts) beyond the params' limits; a dead job (no process holds the lock) fails
+  at once, without retries, so the next run starts it without waiting behind this one.
 * **stop**: trigger with `{"action": "stop"}`: SIGTERM, the job finishes its batch and exits.
 
 Runbook: docs/runbooks/airflow.md, docs/runbooks/streaming-down.md.

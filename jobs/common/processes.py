@@ -137,6 +137,17 @@ def cmdline(pid: int) -> str:
     return raw.rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace")
 
 
+def started_at(pid: int) -> float | None:
+    """When a process started, in seconds since the epoch (Linux; None when unreadable)."""
+    try:
+        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime "))
+    except (OSError, IndexError, ValueError, StopIteration):
+        return None
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
 def _signal(pid: int, sig: signal.Signals) -> None:
     try:
         os.kill(pid, sig)
@@ -242,6 +253,51 @@ def lower_priority(pgid: int, nice: int, by_name: Mapping[str, int] | None = Non
             except OSError as exc:
                 problems.append(f"thread {tid}: {exc}")
     return problems
+
+
+def process_group(pid: int) -> int | None:
+    """The process group of a process (None when it is gone)."""
+    return _pgid(pid)
+
+
+def listener_pid(port: int, group: int) -> int | None:
+    """The pid of the process of process group ``group`` listening on TCP ``port`` (Linux).
+
+    Listening sockets come from /proc/net/tcp{,6} (state 0A), their owner from the socket
+    inodes in /proc/<pid>/fd of the group's processes only: never another user's process.
+    """
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(f"socket:[{fields[9]}]")
+    if not inodes:
+        return None
+    for pid in sorted(int(e) for e in os.listdir("/proc") if e.isdigit()):
+        if _pgid(pid) != group or not alive(pid):
+            continue
+        if _socket_links(pid) & inodes:
+            return pid
+    return None
+
+
+def _socket_links(pid: int) -> set[str]:
+    links: set[str] = set()
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return links
+    for fd in fds:
+        try:
+            links.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:  # closed meanwhile
+            continue
+    return links
 
 
 def _thread_name(pid: int, tid: int) -> str:

@@ -15,7 +15,9 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,6 +30,14 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+LOG4J2_DRIVER = Path(__file__).with_name("log4j2-driver.properties")
+UI_PORTS = range(4040, 4057)  # Spark's own: spark.ui.port and its 16 retries
+JVM_NOISE = re.compile(
+    r"^(WARNING: Using incubator modules: |Using Spark's default log4j profile: |"
+    r"Setting default log level to |To adjust logging level use sc\.setLogLevel|"
+    r".* WARN Utils: Service 'SparkUI' could not bind on port |"
+    r".* WARN NativeCodeLoader: Unable to load native-hadoop library)")
+"""Lines the driver's JVM prints at every local start that no one can act on (stderr filter)."""
 KAFKA_JAR_PATTERN = "spark-sql-kafka-0-10_*.jar"
 DELTA_JAR_PATTERN = "delta-spark_*.jar"
 JAVA_MAJOR = 17
@@ -149,9 +159,14 @@ def build_spark(config: KappaConfig, app_name: str | None = None,
         settings |= {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
     settings |= dict(extra_conf or {})
     settings |= {key: str(value) for key, value in config.spark.conf.items()}
+    settings |= quiet_settings(settings)
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    from pyspark import SparkContext
+
+    starts_jvm = SparkContext._gateway is None
+    with stderr_filtered() if starts_jvm else nullcontext():
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     backends = choose_backends(config)
     if backends.kafka == "python":
@@ -161,3 +176,70 @@ def build_spark(config: KappaConfig, app_name: str | None = None,
     logger.info("spark session ready master=%s kafka_backend=%s delta_backend=%s",
                 config.spark.master, backends.kafka, backends.delta)
     return spark
+
+
+def quiet_settings(settings: Mapping[str, str]) -> dict[str, str]:
+    """The driver's log4j2 file and a free UI port, added to ``settings`` (which win).
+
+    ``-Dlog4j2.configurationFile`` goes before any driver Java options of the config, whose own
+    ``-D`` comes later and wins. With the UI on and no ``spark.ui.port`` set, the first free
+    port of 4040-4056 is chosen here: Spark would print a warning for every busy one.
+    """
+    key = "spark.driver.extraJavaOptions"
+    ours = f"-Dlog4j2.configurationFile=file:{LOG4J2_DRIVER}"
+    quiet = {key: f"{ours} {settings.get(key, '')}".strip()}
+    if settings.get("spark.ui.enabled", "true") == "true" and "spark.ui.port" not in settings:
+        host = settings.get("spark.driver.bindAddress", "")
+        port = next((p for p in UI_PORTS if _port_free(host, p)), None)
+        if port is not None:
+            quiet["spark.ui.port"] = str(port)
+    return quiet
+
+
+def _port_free(host: str, port: int) -> bool:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+@contextmanager
+def stderr_filtered() -> Iterator[None]:
+    """Processes started inside the block get a stderr that drops :data:`JVM_NOISE`.
+
+    They inherit fd 2, which during the block is a pipe whose reader thread passes every other
+    line on to the real stderr, for as long as anything (the JVM, the Python workers it forks)
+    writes to it.
+    """
+    read_end, write_end = os.pipe()
+    real = os.dup(2)
+    threading.Thread(target=_pass_on, args=(read_end, real), name="spark-stderr", daemon=True).start()
+    saved = os.dup(2)
+    sys.stderr.flush()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _pass_on(read_end: int, target: int) -> None:
+    """Copy lines to ``target`` less the noise, and drain the pipe to its end whatever happens.
+
+    A writer to a full pipe that nobody reads would block.
+    """
+    with os.fdopen(read_end, "rb") as lines, os.fdopen(target, "wb", buffering=0) as out:
+        for line in lines:
+            if JVM_NOISE.match(line.decode(errors="replace")):
+                continue
+            try:
+                out.write(line)
+            except OSError:  # the real stderr is gone: keep draining
+                continue

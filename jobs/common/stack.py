@@ -1,9 +1,14 @@
 """The embedded local stack: a Kafka-protocol broker (noida-db) and a Redis server.
 
 ``up`` starts only the services whose config says ``embedded: true``, on 127.0.0.1 and the
-ports from config, records a pidfile per service and waits until each is healthy. ``down``
-first stops the platform's registered processes (jobs.common.processes), then only services
-whose pidfile this module wrote. External services are only checked.
+ports from config, waits until each is healthy and records in a pidfile per service the pid
+of the process that serves the port: for Kafka that is noida-db's native server, not the
+Python wrapper that starts it (a SIGTERM to the wrapper leaves the server serving; one to the
+server stops it). Each service leads a process group of its own, which ``down`` stops whole.
+A server whose pidfile names a process that is gone (an older pidfile naming the wrapper) is
+found again as the listener of its port in that process group. ``down`` first stops the
+platform's registered processes (jobs.common.processes), then only services whose pidfile
+this module wrote. External services are only checked.
 """
 
 from __future__ import annotations
@@ -20,7 +25,16 @@ from pathlib import Path
 from jobs.common.config import KappaConfig
 from jobs.common.errors import StackError
 from jobs.common.health import kafka_healthy, redis_healthy
-from jobs.common.processes import alive, lower_priority, port_busy, stop_group, stop_registered
+from jobs.common.processes import (
+    alive,
+    cmdline,
+    listener_pid,
+    lower_priority,
+    port_busy,
+    process_group,
+    stop_group,
+    stop_registered,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -79,10 +93,7 @@ class EmbeddedStack:
                     started.append(service)
         except StackError:
             for service in started:
-                pid = self._pid(service)
-                if pid is not None:
-                    stop_group(pid)
-                self._pidfile(service).unlink(missing_ok=True)
+                self._stop(service, self.config.stack.stop_timeout_s)
             raise
         return self.status()
 
@@ -94,13 +105,11 @@ class EmbeddedStack:
         """
         stop_registered(self.config, self.config.stack.stop_timeout_s, progress)
         for service in self.services:
-            pid = self._pid(service)
+            pid = self._stop(service, self.config.stack.stop_timeout_s)
             if pid is None:
                 progress(f"{service.name}: not running (no live process of ours)")
             else:
-                stop_group(pid, self.config.stack.stop_timeout_s)
                 progress(f"{service.name}: stopped pid {pid}")
-            self._pidfile(service).unlink(missing_ok=True)
         if wipe and self.data_dir.exists():
             shutil.rmtree(self.data_dir)
             progress(f"wiped {self.data_dir}")
@@ -132,6 +141,7 @@ class EmbeddedStack:
         if pid is not None:
             progress(f"{service.name}: already running (pid {pid})")
             self._wait_healthy(service, pid)
+            self._pidfile(service).write_text(f"{pid}\n")
             return False
         if port_busy(service.port):
             raise StackError(
@@ -153,7 +163,9 @@ class EmbeddedStack:
             stop_group(process.pid, self.config.stack.stop_timeout_s)
             self._pidfile(service).unlink(missing_ok=True)
             raise
-        progress(f"{service.name}: healthy")
+        serving = listener_pid(service.port, process.pid) or process.pid
+        self._pidfile(service).write_text(f"{serving}\n")
+        progress(f"{service.name}: healthy (serving pid {serving})")
         stack = self.config.stack
         if service.name == "kafka" and (stack.kafka_nice or stack.kafka_snapshot_nice):
             self._lower_priority(process.pid, stack.kafka_nice, stack.kafka_snapshot_nice)
@@ -220,17 +232,29 @@ class EmbeddedStack:
         return self.data_dir / f"{service.name}.pid"
 
     def _pid(self, service: _Service) -> int | None:
-        """The pid from our pidfile if that process still runs the expected program."""
+        """The pid serving the service, from our pidfile, if it still runs the expected program.
+
+        A pidfile naming a process that is gone names a process group of ours (the group
+        leader's pid): the group's listener on the service's port, if any, is the server.
+        """
         try:
             pid = int(self._pidfile(service).read_text().split()[0])
         except (OSError, ValueError, IndexError):
             return None
         expected = "noida" if service.name == "kafka" else "redis-server"
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-        except OSError:
-            return None
-        return pid if expected in cmdline and alive(pid) else None
+        if alive(pid) and expected in cmdline(pid):
+            return pid
+        orphan = listener_pid(service.port, pid)
+        return orphan if orphan is not None and expected in cmdline(orphan) else None
+
+    def _stop(self, service: _Service, grace_s: float) -> int | None:
+        """Stop the service's whole process group; the pid that served it (None: none ran)."""
+        pid = self._pid(service)
+        group = process_group(pid) if pid is not None else None
+        if group is not None:
+            stop_group(group, grace_s)
+        self._pidfile(service).unlink(missing_ok=True)
+        return pid
 
 
 def redis_server_binary(name: str = "redis-server") -> str:

@@ -1,7 +1,7 @@
 """CLI commands of jobs/orchestration (attached to `kappa` by :func:`register`).
 
-``kappa airflow up | down | status``: the local Airflow 3 that runs the project's DAGs
-(docs/runbooks/airflow.md).
+``kappa airflow up | down | status | backfill``: the local Airflow 3 that runs the project's
+DAGs (docs/runbooks/airflow.md).
 """
 
 from __future__ import annotations
@@ -56,6 +56,27 @@ def airflow_status(
     _print(status, as_json)
     if not status.healthy:
         raise typer.Exit(1)
+
+
+@airflow_app.command("backfill")
+def airflow_backfill(
+    dag_id: str = typer.Argument("replay", help="The DAG to backfill (default replay)."),
+    from_: str = typer.Option(..., "--from", help="First logical date, ISO 8601 with zone."),
+    to: str = typer.Option(..., "--to", help="Last logical date (included), ISO 8601 with zone."),
+    unpause: bool = typer.Option(False, "--unpause", help="Unpause a paused DAG first."),
+    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
+) -> None:
+    """Airflow's backfill of a DAG on the local Airflow; refuses a paused DAG (its runs would never start)."""
+    from jobs.common.config import load_config
+    from jobs.orchestration.backfill import parse_logical_date, submit_backfill
+
+    start, end = parse_logical_date(from_, "--from"), parse_logical_date(to, "--to")
+    report = submit_backfill(load_config(), dag_id, start, end, unpause=unpause, progress=_progress)
+    if as_json:
+        console.print_json(json.dumps(report))
+        return
+    console.print(f"backfill {report['backfill_id']} of {dag_id}: {len(report['runs'])} runs; "
+                  f"status: {report['status']}", highlight=False, soft_wrap=True)
 
 
 def _print(status, as_json: bool) -> None:

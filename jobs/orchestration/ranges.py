@@ -100,8 +100,9 @@ def check_retained(cfg: KappaConfig, rng: OffsetRange, start: datetime | None = 
     """Fail closed when part of the range is no longer in the log.
 
     By offset: a partition's log starts after the range's first offset (DeleteRecords, retention).
-    By time (``start`` given): the oldest retained record is younger than ``start`` and either
-    the log no longer starts at offset 0 or ``start`` is older than the topic's ``retention.ms``:
+    By time (``start`` given): the oldest retained record is younger than ``start`` (or none is
+    retained) and either the log no longer starts at offset 0 or ``start`` is older than the
+    topic's ``retention.ms``:
     records of the range may have existed and been deleted, so an empty read would be a silent
     gap. A log that starts at 0 within retention has lost nothing, whatever its first record's time.
     """
@@ -119,7 +120,8 @@ def check_retained(cfg: KappaConfig, rng: OffsetRange, start: datetime | None = 
         beyond_retention = horizon_ms is not None and start is not None and (
             start.timestamp() * 1000 < horizon_ms)
         younger = start is not None and (first_ms is None or first_ms > start.timestamp() * 1000)
-        lost_by_time = younger and (first > 0 or beyond_retention)
+        # an empty partition whose log moved on tells no time: only the retention horizon judges it
+        lost_by_time = younger and (beyond_retention or (first > 0 and first_ms is not None))
         if first > wanted or lost_by_time:
             when = datetime.fromtimestamp(first_ms / 1000, UTC).isoformat() if first_ms else "none retained"
             why = (f"; the range starts before the topic's retention horizon "

@@ -34,10 +34,14 @@ _DRIVERS = {"postgresql": "psycopg2", "postgresql+psycopg2": "psycopg2", "postgr
 
 @dataclass(frozen=True)
 class Ports:
-    """The loopback ports of one instance (chosen at ``up`` where the config says 0)."""
+    """The loopback ports of one instance (chosen at ``up`` where the config says 0).
+
+    ``db``: the port of the instance's own PostgreSQL (0: it has none, SQLite or a configured URL).
+    """
 
     api: int
     log: int
+    db: int = 0
 
 
 @dataclass(frozen=True)
@@ -73,25 +77,37 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
-def choose_ports(cfg: KappaConfig, previous: Ports | None = None) -> Ports:
-    """Ports from config; 0 means the port of the previous run if any, else a free one."""
+def choose_ports(cfg: KappaConfig, previous: Ports | None = None, local_db: bool = False) -> Ports:
+    """Ports from config; 0 means the port of the previous run if any, else a free one.
+
+    ``local_db``: the instance runs its own PostgreSQL (its port: the previous one, else free).
+    """
     air = cfg.airflow
 
     def pick(wanted: int, before: int | None) -> int:
         return wanted or before or free_port(air.host)
 
     return Ports(api=pick(air.port, previous.api if previous else None),
-                 log=pick(air.log_port, previous.log if previous else None))
+                 log=pick(air.log_port, previous.log if previous else None),
+                 db=pick(0, previous.db if previous else None) if local_db else 0)
 
 
 SQLITE_CONNECT_ARGS: dict[str, object] = {"timeout": 60}
 """sqlite3 connect arguments of a local SQLite metadata DB: a 60 s busy wait, not the default 5 s."""
 
 
-def database_url(cfg: KappaConfig) -> str:
-    """The metadata database: ``airflow.sql_alchemy_conn`` if set, else SQLite in the home."""
+def database_url(cfg: KappaConfig, ports: Ports) -> str:
+    """The metadata database URL of an instance.
+
+    ``airflow.sql_alchemy_conn`` if set, else the instance's own PostgreSQL (``ports.db``), else
+    (no PostgreSQL can run here) SQLite in the home.
+    """
+    from jobs.orchestration import postgres
+
     if cfg.airflow.sql_alchemy_conn is not None:
         return cfg.airflow.sql_alchemy_conn.get_secret_value()
+    if ports.db:
+        return postgres.url(ports.db)
     return f"sqlite:///{airflow_home(cfg) / 'airflow.db'}"
 
 
@@ -107,7 +123,7 @@ def check_database_driver(url: str) -> None:
     if importlib.util.find_spec(module) is None:
         raise ConfigError(f"airflow.sql_alchemy_conn uses {scheme!r} but its driver {module!r} is not "
                           f"installed in {sys.prefix}; install it there or leave the key unset for "
-                          "SQLite")
+                          "the instance's own PostgreSQL")
 
 
 def describe_database(url: str) -> str:
@@ -141,7 +157,7 @@ def airflow_environment(cfg: KappaConfig, ports: Ports, base: Mapping[str, str])
             "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{air.admin_user}:admin",
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{url}/execution/",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": database_url(cfg),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": database_url(cfg, ports),
         "AIRFLOW__API__HOST": air.host,
         "AIRFLOW__API__PORT": str(ports.api),
         "AIRFLOW__API__BASE_URL": url,
@@ -156,7 +172,7 @@ def airflow_environment(cfg: KappaConfig, ports: Ports, base: Mapping[str, str])
     if env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("sqlite"):
         # SQLite serialises writers; sqlite3's default 5 s busy wait is shorter than a scheduler
         # loop on a loaded 2-core machine, and Airflow answers a REST backfill that meets the lock
-        # with 503 "Database is locked". Wait instead (PostgreSQL needs none of this).
+        # with 503 "Database is locked". Wait instead (PostgreSQL, the default, needs none of this).
         env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS"] = f"{__name__}.SQLITE_CONNECT_ARGS"
         env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC"] = f"{__name__}.SQLITE_CONNECT_ARGS"
     return env

@@ -4,9 +4,11 @@ The job itself holds the guard: ``kappa stream run --mode live`` takes an exclus
 its checkpoint (``jobs.streaming.state.QueryLock``), so a second copy refuses to start.
 ``ensure_streaming`` starts that same command detached when no process holds the lock and
 waits until one does; ``streaming_health`` reads the job's own metrics from Redis
-(``<prefix>:metrics:<query>``, docs/streaming.md); ``stop_streaming`` sends SIGTERM, on which
-the job finishes its current batch and exits. Restarts with exponential backoff are the DAG's
-retries (``retry_exponential_backoff``) of ``ensure_streaming``.
+(``<prefix>:metrics:<query>``, docs/streaming.md), counting only batches emitted after the
+running job started, and raises :class:`StreamingDead` when no job runs; ``stop_streaming``
+sends SIGTERM, on which the job finishes its current batch and exits. Restarts with
+exponential backoff are the DAG's retries (``retry_exponential_backoff``) of
+``ensure_streaming``.
 """
 
 from __future__ import annotations
@@ -32,6 +34,10 @@ class StreamingUnhealthy(KappaError):
     """The streaming job runs but its metrics say it is stuck, lagging or failing."""
 
 
+class StreamingDead(KappaError):
+    """No process runs the streaming query: a retry of the health check cannot change that."""
+
+
 def _query(cfg, query: str | None) -> tuple[str, Path]:
     from jobs.streaming.state import checkpoint_path
 
@@ -44,6 +50,18 @@ def running_pid(cfg, query: str | None = None) -> int | None:
     from jobs.streaming.state import lock_holder
 
     return lock_holder(_query(cfg, query)[1])
+
+
+def service_environment() -> dict[str, str]:
+    """The environment of a platform service a task starts: the task's, less the Airflow instance marker.
+
+    ``kappa airflow down`` sweeps every process that carries the marker (tasks' leftovers); the
+    streaming job is the platform's, not Airflow's, and outlives ``airflow down``
+    (docs/runbooks/airflow.md); ``kappa stack down`` or the DAG's ``stop`` stops it.
+    """
+    from jobs.orchestration.settings import INSTANCE_MARKER
+
+    return {key: value for key, value in os.environ.items() if key != INSTANCE_MARKER}
 
 
 def ensure_streaming(query: str | None = None) -> dict[str, Any]:
@@ -63,7 +81,7 @@ def ensure_streaming(query: str | None = None) -> dict[str, Any]:
         command += ["--query", query]
     with log.open("ab") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   start_new_session=True, cwd=PROJECT_ROOT)
+                                   start_new_session=True, cwd=PROJECT_ROOT, env=service_environment())
     logger.info("streaming query=%s starting pid=%d log=%s", name, process.pid, log)
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
@@ -80,28 +98,43 @@ def ensure_streaming(query: str | None = None) -> dict[str, Any]:
 
 
 def streaming_health(max_batch_age_s: float, max_offsets_behind: int, query: str | None = None) -> dict:
-    """Age of the last batch and offsets behind latest from the job's metrics; raise if unhealthy."""
+    """Health of the running job, judged on its own batches; raise if dead or unhealthy.
+
+    Dead (no process holds the query's lock) raises :class:`StreamingDead` at once: the next
+    run of ``streaming_lifecycle`` starts the job again. Metrics emitted before the running job
+    started are an earlier job's and never count: until its first batch, the job's age stands
+    for the age of its last batch.
+    """
     import redis
 
     from jobs.common.config import load_config
+    from jobs.common.processes import started_at
 
     cfg = load_config()
     name, _ = _query(cfg, query)
+    pid = running_pid(cfg, name)
+    if pid is None or pid < 0:
+        raise StreamingDead(f"streaming query {name} is not running (no process holds its lock); "
+                            "the next run of streaming_lifecycle starts it: see "
+                            "docs/runbooks/streaming-down.md")
     client = redis.Redis(**cfg.redis.client_kwargs(), decode_responses=True)
     try:
         metrics = client.hgetall(f"{cfg.streaming.redis_prefix}:metrics:{name}")
     finally:
         client.close()
-    pid = running_pid(cfg, name)
-    if not metrics:
-        raise StreamingUnhealthy(f"query {name} has published no metrics yet (pid {pid}); see "
-                                 "docs/runbooks/streaming-down.md")
-    age_s = time.time() - int(metrics.get("emitted_ms", 0)) / 1000
-    behind = int(metrics.get("offsets_behind_latest", 0) or 0)
-    report = {"query": name, "pid": pid, "batch_id": metrics.get("batch_id"),
-              "last_batch_age_s": round(age_s, 1), "offsets_behind_latest": behind}
-    if pid is None or age_s > max_batch_age_s or behind > max_offsets_behind:
-        raise StreamingUnhealthy(f"streaming unhealthy: {report} (limits: age {max_batch_age_s}s, "
+    now = time.time()
+    started = started_at(pid) or now
+    emitted_s = int(metrics.get("emitted_ms", 0) or 0) / 1000
+    own = bool(metrics) and emitted_s >= started
+    behind = int(metrics.get("offsets_behind_latest", 0) or 0) if own else 0
+    report = {"query": name, "pid": pid, "job_started_s_ago": round(now - started, 1),
+              "batch_id": metrics.get("batch_id") if own else None,
+              "last_batch_age_s": round(now - emitted_s, 1) if own else None,
+              "offsets_behind_latest": behind if own else None}
+    age = now - (emitted_s if own else started)
+    if age > max_batch_age_s or behind > max_offsets_behind:
+        what = "" if own else "no batch since the job started; "
+        raise StreamingUnhealthy(f"streaming unhealthy: {what}{report} (limits: age {max_batch_age_s}s, "
                                  f"behind {max_offsets_behind}); see docs/runbooks/streaming-down.md")
     return report
 

@@ -21,7 +21,6 @@ logger = logging.getLogger(__name__)
 
 SINKS = ("delta", "redis", "kafka")
 ensure_streaming = _streaming.ensure_streaming
-streaming_health = _streaming.streaming_health
 stop_streaming = _streaming.stop_streaming
 
 
@@ -45,7 +44,7 @@ def _check_sinks(sinks: Iterable[str]) -> list[str]:
     return chosen
 
 
-def _no_retry(exc: Exception) -> Exception:
+def no_retry(exc: Exception) -> Exception:
     """A failure no retry can fix (range deleted, bad params): fail the task now, alert once.
 
     Airflow retries every other exception (``retries`` with exponential backoff); retrying a
@@ -60,18 +59,39 @@ def _no_retry(exc: Exception) -> Exception:
     return failure
 
 
-def replay_interval(start: datetime, end: datetime, sinks: Iterable[str], dry_run: bool) -> dict[str, Any]:
-    """The ``replay`` DAG: the data interval's offsets (by timestamp), pre-flight, then replay."""
+def streaming_health(max_batch_age_s: float, max_offsets_behind: int,
+                     query: str | None = None) -> dict[str, Any]:
+    """``streaming_lifecycle``'s health check; a dead job fails the task at once (no retries)."""
+    try:
+        return _streaming.streaming_health(max_batch_age_s, max_offsets_behind, query)
+    except _streaming.StreamingDead as exc:
+        raise no_retry(exc) from exc
+
+
+def replay_interval(start: datetime, end: datetime, sinks: Iterable[str], dry_run: bool,
+                    run_type: str | None = None) -> dict[str, Any]:
+    """The ``replay`` DAG: the data interval's offsets (by timestamp), pre-flight, then replay.
+
+    A run the scheduler made on its own (``run_type`` scheduled: unpausing the DAG makes one
+    for the latest hour) is skipped: replay writes only the ranges someone asked for, by a
+    backfill or a manual run.
+    """
     from jobs.common.errors import ConfigError
     from jobs.orchestration.ranges import RangeNotRetained, resolve_interval
 
+    if str(run_type or "").lower().removeprefix("dagruntype.") == "scheduled":
+        from airflow.sdk.exceptions import AirflowSkipException  # only the scheduler makes such runs
+
+        raise AirflowSkipException(f"scheduled run of {start.isoformat()} -> {end.isoformat()}: replay "
+                                   "writes only what a backfill or a manual run asks for (`kappa "
+                                   "airflow backfill replay`); skipped")
     cfg = _config()
     rng = resolve_interval(cfg, cfg.streaming.source_topic, start, end)
     _say(f"interval {start.isoformat()} -> {end.isoformat()} is offsets {rng.as_dict()}")
     try:
         return replay_range(rng, sinks, dry_run, start)
     except (RangeNotRetained, ConfigError) as exc:
-        raise _no_retry(exc) from exc
+        raise no_retry(exc) from exc
 
 
 def backfill_offsets(starting: str | dict, ending: str | dict, sinks: Iterable[str],
@@ -84,12 +104,12 @@ def backfill_offsets(starting: str | dict, ending: str | dict, sinks: Iterable[s
     topic = cfg.streaming.source_topic
     rng = OffsetRange(topic, parse_offsets(topic, starting), parse_offsets(topic, ending))
     if set(rng.start) != set(rng.end) or any(rng.start[p] > rng.end[p] for p in rng.end):
-        raise _no_retry(ConfigError(f"backfill range {rng.as_dict()}: starting and ending must list "
+        raise no_retry(ConfigError(f"backfill range {rng.as_dict()}: starting and ending must list "
                                     "the same partitions with starting <= ending"))
     try:
         return replay_range(rng, sinks, dry_run)
     except (RangeNotRetained, ConfigError) as exc:
-        raise _no_retry(exc) from exc
+        raise no_retry(exc) from exc
 
 
 def replay_range(rng, sinks: Iterable[str], dry_run: bool, start: datetime | None = None) -> dict[str, Any]:

@@ -70,8 +70,8 @@ def status_lines(row: dict[str, Any]) -> list[str]:
     watermark = (datetime.fromtimestamp(row["watermark_ms"] / 1000, tz=UTC).isoformat()
                  if row["watermark_ms"] is not None else "-")
     head = f"{row['query']}: {_state_text(row)}"
-    if row["last_batch"] is None:
-        lines = [f"{head}; no batch yet"]
+    if row["last_batch"] is None:  # no metrics in Redis: none yet, or a run without the redis sink
+        lines = [head if row.get("state") in ("finished", "stopped", "failed") else f"{head}; no batch yet"]
     else:
         lines = [f"{head}; last batch {row['last_batch']} {row['last_batch_age_s']} s ago, "
                  f"{row['rows_per_s']:.0f} rows/s, {row['offsets_behind_latest']} behind latest, "

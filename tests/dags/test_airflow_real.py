@@ -1,9 +1,10 @@
 """A real local Airflow from `kappa airflow up`, against the session's embedded stack.
 
-REST API lists every DAG with no import errors; a headless Chromium logs into the UI and sees
-the DAGs (screenshot kept in var/artifacts/); a REST backfill of `replay` over two hours loads
-Delta rows equal to a direct count of the same Kafka range; `kappa airflow down` leaves no
-process behind. Slow: Airflow starts in 20-40 s on two cores.
+Its metadata database is its own PostgreSQL; REST API lists every DAG with no import errors; a
+headless Chromium logs into the UI and sees the DAGs (screenshot kept in var/artifacts/);
+unpausing `replay` writes nothing and a backfill of it while paused is refused; a REST backfill
+of `replay` over two hours loads Delta rows equal to a direct count of the same Kafka range;
+`kappa airflow down` leaves no process behind. Slow: Airflow starts in 20-40 s on two cores.
 """
 
 from __future__ import annotations
@@ -185,21 +186,36 @@ def _kafka_count(cfg, start: datetime, end: datetime) -> int:
     return count
 
 
-def _wait_for_scheduled_runs(api, appear_s: float = 90, finish_s: float = 600) -> None:
-    """Until the scheduled runs of ``replay`` (if one appears within ``appear_s``) have ended."""
+def _wait_for_scheduled_runs(api, appear_s: float = 90, finish_s: float = 600) -> dict[str, str]:
+    """Until the scheduled runs of ``replay`` (if one appears within ``appear_s``) have ended.
+
+    Returns each scheduled run's task states ({run id: state of replay_interval}).
+    """
     began = time.monotonic()
     while time.monotonic() - began < finish_s:
         runs = api.get("/api/v2/dags/replay/dagRuns", params={"run_type": "scheduled"}).json()["dag_runs"]
         if runs and all(run["state"] in ("success", "failed") for run in runs):
             print("scheduled runs ended:", {run["dag_run_id"]: run["state"] for run in runs})
-            return
+            return {run["dag_run_id"]: api.get(f"/api/v2/dags/replay/dagRuns/{run['dag_run_id']}/"
+                                               "taskInstances").json()["task_instances"][0]["state"]
+                    for run in runs}
         if not runs and time.monotonic() - began > appear_s:
-            return
+            return {}
         time.sleep(5)
     raise AssertionError(f"the scheduled run of replay did not end within {finish_s}s")
 
 
+def test_default_database_is_the_instances_own_postgresql(airflow):
+    assert airflow["database"].startswith("postgresql+psycopg2://***@127.0.0.1:"), airflow["database"]
+    assert not airflow["database"].endswith(":5432/airflow")
+    rows = {row["name"]: row for row in airflow["components"]}
+    assert rows["postgres"]["pid"] and rows["postgres"]["health"] == "healthy", rows
+
+
 def test_rest_backfill_of_replay_loads_exactly_the_kafka_range(api, stack, kappa_env):
+    """Unpausing replay writes nothing; a backfill of the paused DAG is refused with the reason;
+    a REST backfill (no retry: PostgreSQL never answers 503 "Database is locked") loads exactly
+    the Kafka range."""
     from deltalake import DeltaTable
 
     from jobs.common.config import load_config
@@ -208,26 +224,28 @@ def test_rest_backfill_of_replay_loads_exactly_the_kafka_range(api, stack, kappa
     cfg = load_config("test", environ={**kappa_env, **BACKFILL_ENV})  # what the tasks see
     _wait_for_dags(api)
     now_hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
-    # Unpausing makes the scheduler create the run of the latest interval (catchup=False),
-    # [now_hour - 1h, now_hour): the backfill stays clear of that logical date (Airflow 3.3's
-    # scheduler crashes on the UNIQUE(dag_id, logical_date) clash when a backfill run got there
-    # first) and starts only after that run ended (the replay guard refuses overlapping replays).
+    # The backfill stays clear of the logical date of the scheduled run that unpausing makes,
+    # [now_hour - 1h, now_hour) (Airflow 3.3's scheduler crashes on the UNIQUE(dag_id,
+    # logical_date) clash when a backfill run got there first).
     start = now_hour - timedelta(hours=3)
     _produce_in_hours(cfg, start, per_hour=150)
-    assert api.patch("/api/v2/dags/replay", json={"is_paused": False}).status_code == 200
-    _wait_for_scheduled_runs(api)
     last_logical = start + timedelta(hours=1)  # a data interval's logical date is its start
+    refused = _kappa(kappa_env, "airflow", "backfill", "replay", "--from", start.isoformat(),
+                     "--to", last_logical.isoformat())
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "error: DAG replay is paused" in refused.stderr and "--unpause" in refused.stderr, refused.stderr
+    assert api.get("/api/v2/backfills", params={"dag_id": "replay"}).json()["total_entries"] == 0
+
+    assert api.patch("/api/v2/dags/replay", json={"is_paused": False}).status_code == 200
+    scheduled = _wait_for_scheduled_runs(api)
+    assert set(scheduled.values()) <= {"skipped"}, scheduled  # unpausing wrote nothing
+    assert not Path(table_uri(cfg.lake.root, "bronze.rsvps_raw")).exists()
+
     body = {"dag_id": "replay", "from_date": start.isoformat(), "to_date": last_logical.isoformat(),
             "max_active_runs": 1, "reprocess_behavior": "completed", "run_backwards": False}
     planned = api.post("/api/v2/backfills/dry_run", json=body).json()
     print("backfill dry run:", planned)
     created = api.post("/api/v2/backfills", json=body)
-    for _ in range(4):  # Airflow's 503 on SQLite: "Database is locked" (PostgreSQL never says it)
-        if created.status_code != 503:
-            break
-        print("backfill create: 503, retrying:", created.text)
-        time.sleep(10)
-        created = api.post("/api/v2/backfills", json=body)
     assert created.status_code in (200, 201), created.text
     backfill_id = created.json()["id"]
     started = time.monotonic()

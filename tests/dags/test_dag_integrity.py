@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 
 EXPECTED = {"streaming_lifecycle", "kafka_to_delta", "data_quality", "delta_maintenance", "replay",
-            "backfill", "checkpoint_recovery"}
-MANUAL = {"backfill", "checkpoint_recovery"}
+            "backfill", "checkpoint_recovery", "reprocess"}
+MANUAL = {"backfill", "checkpoint_recovery", "reprocess"}
 
 
 def test_every_dag_imports_without_errors(dagbag):
@@ -86,3 +86,20 @@ def test_replay_and_backfill_params(dagbag):
     assert {"starting_offsets", "ending_offsets", "sinks"} <= set(backfill.params.keys())
     recovery = dagbag.dags["checkpoint_recovery"]
     assert recovery.params["dry_run"] is True and recovery.params["action"] == "inspect"
+
+
+def test_reprocess_structure_waits_without_a_slot_and_gates_promote_on_a_human(dagbag):
+    from airflow.providers.standard.operators.hitl import ApprovalOperator
+
+    dag = dagbag.dags["reprocess"]
+    assert _edges(dag) == {("start", "wait_caught_up"), ("wait_caught_up", "diff"), ("diff", "approve"),
+                           ("approve", "promote"), ("promote", "grace"), ("promote", "retire_previous"),
+                           ("grace", "retire_previous")}
+    for sensor in ("wait_caught_up", "grace"):
+        assert dag.get_task(sensor).mode == "reschedule", sensor
+    approve = dag.get_task("approve")
+    assert isinstance(approve, ApprovalOperator) and approve.options == ["Approve", "Reject"]
+    assert not approve.fail_on_reject  # a rejection skips promote and retire: nothing fails
+    assert dag.params["max_behind"] == 0 and dag.params["grace_minutes"] == 60
+    schema = dag.params.get_param("version").schema
+    assert schema["type"] == "integer" and schema["minimum"] == 2

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.dags.conftest import DAGS
+from tests.dags.conftest import DAGS, patched_environ
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 REPO = Path(__file__).resolve().parents[2]
@@ -57,20 +57,15 @@ def platform(stack, kappa_env, topic_factory, tmp_path) -> Iterator[Any]:
            "KAPPA_STACK__DATA_DIR": str(tmp_path / "stack"),
            "KAPPA_LAKE__ROOT": str(tmp_path / "lake"),
            "KAPPA_LAKE__CHECKPOINT_ROOT": str(tmp_path / "checkpoints"),
+           # as under `kappa airflow up`: tasks carry the instance's marker, which `airflow down` sweeps
+           "KAPPA_AIRFLOW__HOME": str(tmp_path / "airflow"),
+           "KAPPA_AIRFLOW_INSTANCE": str(tmp_path / "airflow"),
            "KAPPA_LOADER__TABLES": json.dumps({"bronze.rsvps_raw": {
                "topic": topics["source_topic"], "quality_policy": "quarantine"}})}
-    saved = {key: os.environ.get(key) for key in env}
-    os.environ.update(env)
-    try:
+    with patched_environ(env):
         from jobs.common.config import load_config
 
         yield load_config()
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def _run(dag_id: str, conf: dict[str, Any] | None = None, logical_date: datetime | None = None):
@@ -253,9 +248,18 @@ def _kill_group(pid: int | None) -> None:
             pass
 
 
+def _alive(pid: int) -> bool:
+    from jobs.common.processes import alive
+
+    return alive(pid)
+
+
 def test_lifecycle_restarts_a_job_killed_with_kill_9_and_a_rebuilt_checkpoint_resumes_exactly(
         airflow_db, platform, redis_client):
     """streaming_lifecycle after a kill -9, then checkpoint_recovery after a lost checkpoint.
+
+    The job the DAG started outlives ``kappa airflow down``; once killed, the health check
+    fails at once (no retries) and, after the restart, judges only the new job's batches.
 
     One job history for both DAGs (each start of the job is a JVM start, the heaviest part of
     the suite): the records of the killed run and of the run on the rebuilt checkpoint must
@@ -263,6 +267,10 @@ def test_lifecycle_restarts_a_job_killed_with_kill_9_and_a_rebuilt_checkpoint_re
     """
     import shutil
 
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from jobs.orchestration import tasks as tasks_layer
+    from jobs.orchestration.local import LocalAirflow
     from jobs.orchestration.streaming import running_pid
     from jobs.streaming.state import checkpoint_path
 
@@ -278,15 +286,26 @@ def test_lifecycle_restarts_a_job_killed_with_kill_9_and_a_rebuilt_checkpoint_re
         assert tasks["ensure_running"] == "success" and tasks["stop"] == "skipped", tasks
         assert state == "success", tasks   # check_health saw the job's metrics
         _wait("the first 150 records applied", lambda: _totals(redis_client, cfg).get("input") == 150, 300)
+        LocalAirflow(cfg).down()           # `kappa airflow down` of the instance the task ran in
+        assert running_pid(cfg) == first and _alive(first), "airflow down stopped the streaming job"
 
         os.killpg(first, signal.SIGKILL)
         _wait("the killed job's lock released", lambda: running_pid(cfg) is None, 60)
+        began = time.monotonic()           # a dead job fails the health check at once, no retries
+        with pytest.raises(AirflowFailException, match="not running"):
+            tasks_layer.streaming_health(3600, 1_000_000)
+        assert time.monotonic() - began < 15
 
+        restarted_at = time.time()
         state, tasks = _ensure(cfg)
         second = running_pid(cfg)
         assert second and second != first, (first, second)
         pids.append(second)
         assert tasks["ensure_running"] == "success" and state == "success", tasks
+        health = tasks_layer.streaming_health(3600, 1_000_000)  # judged on the new job's batches only
+        judged_at = time.time()
+        assert health["last_batch_age_s"] is None or judged_at - health["last_batch_age_s"] >= restarted_at, \
+            (health, restarted_at, judged_at)
         state, tasks = _ensure(cfg)                        # idempotent: the same job, no second copy
         assert running_pid(cfg) == second and state == "success", tasks
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
+import time
 import uuid
 
 import pytest
@@ -12,6 +14,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from jobs.common.config import load_config
 from jobs.common.errors import StackError
+from jobs.common.processes import port_busy
 from jobs.common.stack import SNAPSHOT_THREAD, EmbeddedStack
 from tests.conftest import free_port
 
@@ -89,6 +92,54 @@ def _running(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state != "Z"
+
+
+def _wait_until(what: str, check, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{what} not reached within {timeout_s}s")
+
+
+def test_a_sigterm_to_the_broker_or_its_wrapper_leaves_no_orphan(tmp_path):
+    """noida-db's Python wrapper exits on SIGTERM and leaves its native server serving.
+
+    The pidfile names the server: a SIGTERM to it stops the broker. A SIGTERM to the wrapper
+    leaves the server, which status shows (with its pid), ``up`` finds as already running and
+    ``down`` stops.
+    """
+    config = _private_config(tmp_path)
+    port = int(config.kafka.bootstrap_servers.rsplit(":", 1)[1])
+    stack = EmbeddedStack(config)
+    pidfile = tmp_path / "stack" / "kafka.pid"
+    try:
+        stack.up(progress=lambda m: None)
+        named = int(pidfile.read_text())
+        os.kill(named, signal.SIGTERM)               # what an operator does with the pidfile
+        _wait_until("the broker's port is free", lambda: not port_busy(port))
+        _wait_until("no process of the broker left", lambda: not _mentions_any(tmp_path / "stack" / "kafka"))
+
+        stack.up(progress=lambda m: None)
+        server = int(pidfile.read_text())
+        wrapper = os.getpgid(server)                  # the group leader: noida-db's Python wrapper
+        assert wrapper != server and "noida" in open(f"/proc/{wrapper}/cmdline").read()
+        os.kill(wrapper, signal.SIGTERM)
+        _wait_until("the wrapper gone", lambda: not _running(wrapper))
+        kafka = {s.name: s for s in stack.status()}["kafka"]
+        assert kafka.healthy and kafka.pid == server, kafka
+        said: list[str] = []
+        stack.up(progress=said.append)              # its own server is no "other process"
+        assert f"kafka: already running (pid {server})" in said, said
+    finally:
+        stack.down(progress=lambda m: None)
+    assert not port_busy(port), "down left the broker serving"
+    assert not _mentions_any(tmp_path), "a process of the stack survived down"
+
+
+def _mentions_any(path) -> bool:
+    return any(_mentions(pid, path) for pid in os.listdir("/proc") if pid.isdigit())
 
 
 def test_busy_port_is_one_clear_error(tmp_path, run_kappa):
@@ -179,16 +230,17 @@ def test_broker_yields_the_cpu_in_the_callers_session(tmp_path, kafka_nice, snap
         "stack.kafka_snapshot_nice": snapshot_nice})
     stack = EmbeddedStack(config)
     pids = {s.name: s.pid for s in stack.up(progress=lambda m: None)}
+    groups = {name: os.getpgid(pid) for name, pid in pids.items()}
     try:
-        broker = _threads(pids["kafka"])
+        broker = _threads(groups["kafka"])
         assert len(broker) >= 3, f"the broker's threads were not found: {broker}"  # wrapper + server
         own = os.getpriority(os.PRIO_PROCESS, 0)
         snapshot = [nice for name, nice in broker.values() if name == SNAPSHOT_THREAD]
         assert snapshot == [max(snapshot_nice, own)], f"thread {SNAPSHOT_THREAD!r}: {broker}"
         assert {nice for name, nice in broker.values() if name != SNAPSHOT_THREAD} == {max(kafka_nice, own)}
-        assert {nice for _, nice in _threads(pids["redis"]).values()} == {own}
-        for pid in pids.values():
-            assert os.getpgid(pid) == pid, "each service leads its own process group (stop_group)"
+        assert {nice for _, nice in _threads(groups["redis"]).values()} == {own}
+        for name, pid in pids.items():
+            assert groups[name] != os.getpgid(0), "each service has its own process group (stop_group)"
             assert os.getsid(pid) == os.getsid(0), "a service must not start a session of its own"
     finally:
         stack.down(progress=lambda m: None)

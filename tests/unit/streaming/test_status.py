@@ -51,3 +51,13 @@ def test_a_query_waiting_for_kafka_says_for_what_and_since_when() -> None:
     assert status_lines(waiting)[0].startswith(
         "rsvps-live: running (pid 42), WAITING for Kafka at 127.0.0.1:9092 (kafka unreachable) since "
         "2026-01-01T00:00:00+00:00; last batch 57")
+
+
+def test_a_run_without_batch_metrics_in_redis_says_only_how_it_ended() -> None:
+    bare = {key: None for key in ROW} | {"query": "q-kafka-only", "running": False, "rows_per_s": 0.0}
+    done = bare | {"state": "finished", "mode": "replay", "state_since_ms": 1_767_225_660_000,
+                   "state_detail": "2 batches, 40 records read"}
+    assert status_lines(done) == ["q-kafka-only: finished (replay) at 2026-01-01T00:01:00+00:00: 2 batches, "
+                                  "40 records read"]
+    assert status_lines(bare | {"state": "running", "running": True, "pid": 7}) == [
+        "q-kafka-only: running (pid 7); no batch yet"]
