@@ -4,7 +4,8 @@ Starts an embedded broker, produces the largest size of rsvps.raw-shaped records
 JSON) once to a 3-partition topic, then for each size and path loads ``bronze.rsvps_raw`` (policy
 quarantine, the whole suite) from offset 0 up to that many records into a fresh lake with
 ``run_load``, in a fresh process each (clean peak memory): ``loader.write_path`` forced, and
-``loader.driver_path_max_rows`` = the size, so the driver path takes the batch in one piece.
+``loader.driver_path_max_rows`` = the size and no byte budget, so the driver path takes the batch
+in one piece.
 Per run: seconds, rows/s, the driver's peak RSS (its Python process and its JVM: in
 ``local[2]`` the JVM also hosts the executors' tasks) and the executors' Python workers' peak,
 and the load average before and after. Reached through ``bench/loader.py --paths``.
@@ -34,6 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 PARTITIONS = 3
 PATHS = ("driver", "executors")
 RUN_TIMEOUT_S = 600
+UNBOUNDED_BYTES = 1 << 50  # loader.driver_path_max_bytes: the size alone decides the batch
 
 
 def main(sizes: str | None, child: str | None, table: str = "bronze.rsvps_raw") -> int:
@@ -84,6 +86,7 @@ def _compare(sizes: list[int], folder: Path, table: str) -> dict[str, Any]:
 
 def _loader(lake: Path, topic: str, path: str, size: int, table: str) -> dict[str, Any]:
     return {"lake.root": str(lake), "loader.write_path": path, "loader.driver_path_max_rows": size,
+            "loader.driver_path_max_bytes": UNBOUNDED_BYTES,
             "loader.tables": {table: {"topic": topic, "quality_policy": "quarantine"}}}
 
 

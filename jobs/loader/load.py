@@ -11,9 +11,8 @@ commit.
 Each batch goes one of two write paths (jobs/loader/scale.py ``choose_write_path``): the driver
 path collects the batch as Arrow, validates it and writes it with delta-rs (at most
 ``loader.driver_path_max_rows`` records and ``loader.driver_path_max_bytes`` of them per batch);
-the executor path validates and writes the
-data files on the executors and the driver commits them, with the same offsets and the same
-quality results. docs/tables.md "Write paths".
+the executor path validates and writes the data files on the executors and the driver commits
+them, with the same offsets and the same quality results. docs/tables.md "Write paths".
 """
 
 from __future__ import annotations

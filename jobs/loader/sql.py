@@ -20,7 +20,7 @@ from typing import Any
 from jobs.common.config import KappaConfig
 from jobs.common.delta import local_path, open_delta, readable_datasets, table_uri
 from jobs.common.errors import ConfigError, KappaError
-from jobs.loader.tables import AUDIT_TABLE, QUALITY_TABLE, SPECS
+from jobs.loader.tables import AUDIT_TABLE, QUALITY_TABLE, SPECS, spec_of
 
 logger = logging.getLogger(__name__)
 
@@ -64,26 +64,43 @@ def connect(cfg: KappaConfig, names: list[str] | None = None) -> Any:
     """
     import duckdb
 
+    present = table_names(cfg)
+    aliases = _aliases(cfg, present)
+    wanted = [name for name in present if names is None or name in names or aliases.get(name) in names]
     con = duckdb.connect()
-    aliases = {versioned: base for base, versioned in _current_tables(cfg).items() if versioned != base}
-    wanted = table_names(cfg) if names is None else names
-    chosen = [*wanted, *(v for v, base in aliases.items() if base in wanted and v not in wanted)]
-    for name in chosen:
+    for name in wanted:
         table = open_delta(table_uri(cfg.lake.root, name))
         if table is None:
             continue
         parts = readable_datasets(table)
         for shown in (name, aliases[name]) if name in aliases else (name,):
-            schema, _, short = shown.partition(".")
-            flat = f"{schema}_{short}"
-            for index, dataset in enumerate(parts):
-                con.register(f"{flat}__{index}", dataset)
-            union = " UNION ALL BY NAME ".join(f'SELECT * FROM "{flat}__{index}"'
-                                               for index in range(len(parts)))
-            con.execute(f'CREATE OR REPLACE VIEW "{flat}" AS {union}')
-            con.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-            con.execute(f'CREATE OR REPLACE VIEW "{schema}"."{short}" AS SELECT * FROM "{flat}"')
+            _register(con, shown, parts)
     return con
+
+
+def _register(con: Any, name: str, parts: list[Any]) -> None:
+    """``parts`` (datasets of one table) as the views ``<schema>_<table>`` and ``<schema>.<table>``."""
+    schema, _, short = name.partition(".")
+    flat = f"{schema}_{short}"
+    sources = []
+    for dataset in parts:
+        source = f"{flat}__{id(dataset)}"
+        con.register(source, dataset)
+        sources.append(f'SELECT * FROM "{source}"')
+    con.execute(f'CREATE OR REPLACE VIEW "{flat}" AS {" UNION ALL BY NAME ".join(sources)}')
+    con.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+    con.execute(f'CREATE OR REPLACE VIEW "{schema}"."{short}" AS SELECT * FROM "{flat}"')
+
+
+def _aliases(cfg: KappaConfig, present: list[str]) -> dict[str, str]:
+    """Version table -> the base name it is read as, while its version is current.
+
+    The view pointer (a Kafka read) is asked only when the lake holds a version's own table
+    (``silver.rsvps_v2``): without one, every base name reads its own table.
+    """
+    if all(name in SPECS or spec_of(name) is None for name in present):
+        return {}
+    return {versioned: base for base, versioned in _current_tables(cfg).items() if versioned != base}
 
 
 def _current_tables(cfg: KappaConfig) -> dict[str, str]:
