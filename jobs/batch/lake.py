@@ -125,3 +125,25 @@ def _plain(data: pa.Table) -> pa.Table:
     plain = {pa.string_view(): pa.string(), pa.large_string(): pa.string()}
     fields = [field.with_type(plain.get(field.type, field.type)) for field in data.schema]
     return data.cast(pa.schema(fields))
+
+
+def changed_partitions(uri: str, version: int, column: str) -> list[str]:
+    """The values of ``column`` whose files commit ``version`` added or removed (sorted).
+
+    Read from the two snapshots' add actions (the live file lists before and after the commit),
+    so a merge that moves a row to another date names both dates.
+    """
+    def files(at: int) -> dict[str, str | None]:
+        if at < 0:
+            return {}
+        actions = pa.table(DeltaTable(uri, version=at).get_add_actions(flatten=False)).to_pylist()
+        return {item["path"]: _text((item.get("partition") or {}).get(column)) for item in actions}
+
+    before, after = files(version - 1), files(version)
+    changed = {after[path] for path in after.keys() - before.keys()}
+    changed |= {before[path] for path in before.keys() - after.keys()}
+    return sorted(value for value in changed if value is not None)
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
