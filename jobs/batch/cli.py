@@ -1,4 +1,4 @@
-"""CLI of the batch jobs: ``kappa batch list|run|submit``."""
+"""CLI of the batch jobs: ``kappa batch list|run|submit|reconcile``."""
 
 from __future__ import annotations
 
@@ -71,6 +71,37 @@ def run(
         typer.echo(f"{report.job:<12} {report.table:<17} read={report.rows_read} "
                    f"written={report.rows_written} partitions={report.partitions_replaced} "
                    f"version={report.target_version} sources={sources}")
+
+
+@batch_app.command("reconcile")
+def reconcile(
+    start: Annotated[str | None, typer.Option(
+        "--from", help="First event date of the windows compared (default: everything).")] = None,
+    end: Annotated[str | None, typer.Option("--to", help="End date, exclusive (with --from).")] = None,
+    as_json: Annotated[bool, JSON_OPTION] = False,
+) -> None:
+    """Compare Redis and gold.rsvp_summaries with the lake; exit 6 on a drift beyond its bound."""
+    from jobs.batch.reconcile import ViewsDrift
+    from jobs.batch.reconcile import reconcile as check
+    from jobs.batch.run import batch_spark, date_range, parse_date
+
+    if (start is None) != (end is None):
+        raise ConfigError("give both --from and --to (a range of event dates), or neither (everything)")
+    dates = None if start is None else date_range(parse_date(start, "--from"), parse_date(str(end), "--to"))
+    cfg = load_config()
+    try:
+        report = check(batch_spark(cfg), cfg, dates, progress)
+    except ViewsDrift as drift:
+        typer.echo(f"error: {drift}", err=True)
+        raise typer.Exit(drift.exit_code) from None
+    if as_json:
+        typer.echo(json.dumps(report.as_dict(), indent=2))
+        return
+    typer.echo(f"run {report.run_id}: checked {report.checked}, {len(report.differences)} differences "
+               f"within their bounds, no drift")
+    for item in report.differences:
+        typer.echo(f"  {item.view} {item.key}: live {item.live_value} lake {item.lake_value} "
+                   f"(allowed {item.allowed_error:g}) {item.verdict}")
 
 
 def _versions(text: str | None) -> dict[str, int]:

@@ -105,3 +105,20 @@ def job_asset(table: str) -> Any:
     from jobs.orchestration.dagkit import asset_uri
 
     return Asset(name=table, uri=asset_uri(table))
+
+
+def reconcile_views() -> dict[str, Any]:
+    """The ``reconcile`` DAG: ``kappa batch reconcile``; a drift fails the task once, unretried."""
+    from jobs.batch.reconcile import ViewsDrift, reconcile
+    from jobs.batch.run import batch_spark
+    from jobs.common.config import load_config
+
+    cfg = load_config()
+    try:
+        return reconcile(batch_spark(cfg), cfg, None, _say).as_dict()
+    except ViewsDrift as drift:
+        try:
+            from airflow.sdk.exceptions import AirflowFailException
+        except ImportError:  # outside Airflow: the drift itself
+            raise drift from None
+        raise AirflowFailException(f"ViewsDrift: {drift}") from drift

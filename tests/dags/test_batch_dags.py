@@ -63,3 +63,10 @@ def test_batch_gold_run_for_one_date_writes_that_partition_of_every_gold_table(
     city = DeltaTable(os.path.join(root, "gold", "city_daily")).to_pyarrow_table().to_pylist()
     assert sorted((row["city"], row["rsvps"], row["guests"]) for row in city) == [
         ("Barcelona", 1, 2), ("Madrid", 1, 0)]
+
+
+def test_reconcile_runs_daily_after_the_batch_and_has_one_task(dagbag):
+    dag = dagbag.dags["reconcile"]
+    assert type(dag.timetable).__name__ == "CronTriggerTimetable"
+    assert attrs.asdict(dag.timetable)["expression"] == "30 1 * * *"
+    assert [task.task_id for task in dag.tasks] == ["compare_views"]

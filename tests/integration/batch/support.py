@@ -47,3 +47,10 @@ def commit_info(root: str, table: str) -> list[dict]:
             if key in entry:
                 entry[key] = json.loads(entry[key])
     return history
+
+
+def write_table(root: str, table: str, rows: list[dict], schema: pa.Schema | None = None,
+                partition_by: list[str] | None = None) -> None:
+    """Append rows to any lake table through delta-rs."""
+    write_deltalake(table_uri(root, table), pa.Table.from_pylist(rows, schema), mode="append",
+                    partition_by=partition_by)
