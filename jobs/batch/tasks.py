@@ -57,18 +57,19 @@ def recompute(job: str, run_type: str, start: datetime | None, end: datetime | N
     return run_job(batch_spark(cfg), cfg, job, dates, progress=_say).as_dict()
 
 
-def load_extras(results: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+def load_extras(results: Iterable[Mapping[str, Any]], cfg: Any = None) -> dict[str, dict[str, Any]]:
     """Per loaded table: the date partitions its commits changed and the versions committed.
 
     ``results`` are ``kafka_to_delta``'s load results (``table``, ``outcome``,
-    ``delta_version``); the dates come from each commit's added and removed files.
+    ``delta_version``); the dates come from each commit's added and removed files. ``cfg``:
+    the run's config (default: loaded from the environment, as the load task did).
     """
     from jobs.batch.lake import changed_partitions
     from jobs.common.config import load_config
     from jobs.common.delta import table_uri
     from jobs.loader.tables import SPECS
 
-    cfg = load_config()
+    cfg = cfg or load_config()
     extras: dict[str, dict[str, Any]] = {}
     for result in results:
         table, version = result["table"], result.get("delta_version")
