@@ -12,7 +12,7 @@ from deltalake import DeltaTable
 
 from jobs.batch.tasks import dates_of_run, event_dates
 from jobs.common.errors import ConfigError
-from tests.dags.test_dag_runs import _run, airflow_db  # noqa: F401 (the fixture)
+from tests.dags.test_dag_runs import _produce, _run, airflow_db, platform  # noqa: F401 (fixtures)
 from tests.integration.batch.support import silver_row, write_silver
 
 GOLD = {"city_daily": "gold.city_daily", "topic_daily": "gold.topic_daily", "event_stats": "gold.event_stats"}
@@ -70,3 +70,24 @@ def test_reconcile_runs_daily_after_the_batch_and_has_one_task(dagbag):
     assert type(dag.timetable).__name__ == "CronTriggerTimetable"
     assert attrs.asdict(dag.timetable)["expression"] == "30 1 * * *"
     assert [task.task_id for task in dag.tasks] == ["compare_views"]
+
+
+@pytest.mark.slow
+def test_kafka_to_delta_names_the_dates_each_load_changed_in_its_asset_event(
+        airflow_db, platform):  # noqa: F811 (the fixtures)
+    import time
+
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+
+    cfg = platform
+    _produce(cfg, int(time.time() * 1000) - 60_000, 30, 500, seed=5)
+    state, tasks, _ = _run("kafka_to_delta")
+    assert state == "success", tasks
+    bronze = DeltaTable(os.path.join(cfg.lake.root, "bronze", "rsvps_raw")).to_pyarrow_table()
+    loaded = sorted({str(day) for day in bronze.column("event_date").to_pylist()})
+    with create_session() as session:
+        extras = [event.extra for event in session.query(AssetEvent)
+                  .join(AssetModel, AssetEvent.asset_id == AssetModel.id).filter(AssetModel.uri == "delta://kappa/bronze/rsvps_raw")
+                  .order_by(AssetEvent.id.desc()).limit(1)]
+    assert extras and extras[0]["dates"] == loaded and extras[0]["versions"] == [0]

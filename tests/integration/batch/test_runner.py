@@ -97,3 +97,22 @@ def test_cli_runs_a_job_with_a_json_report_and_refuses_bad_arguments(run_kappa, 
     assert reports["dlq_daily"]["source_versions"] == {"ops.dlq": None}
     assert "city_daily: replaced 2 partition(s) of gold.city_daily" in done.stderr
     assert _rows(root) == [("2026-01-01", "Barcelona", 2, 1, 2, 0.5), ("2026-01-02", "Madrid", 1, 1, 0, 0.0)]
+
+
+@pytest.mark.slow
+def test_batch_submit_runs_the_job_through_spark_submit(run_kappa, lake):
+    root, _ = lake
+    env = {"KAPPA_LAKE__ROOT": root, "SPARK_LOCAL_IP": "127.0.0.1"}
+    dry = run_kappa("batch", "submit", "--dry-run", "--master", "local[1]", "--", "city_daily",
+                    "--from", "2026-01-01", "--to", "2026-01-03", env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert "jobs/batch/main.py city_daily --from 2026-01-01 --to 2026-01-03" in dry.stdout
+    assert "--name kappa-batch" in dry.stdout
+    done = run_kappa("batch", "submit", "--master", "local[1]", "--", "city_daily", "--from", "2026-01-01",
+                     "--to", "2026-01-03", "--json", env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert _rows(root) == [("2026-01-01", "Barcelona", 2, 1, 2, 0.5), ("2026-01-02", "Madrid", 1, 1, 0, 0.0)]
+    bad = run_kappa("batch", "submit", "--master", "local[1]", "--", "nope", "--from", "2026-01-01",
+                    "--to", "2026-01-03", env=env, timeout=600)
+    # spark-submit's PythonRunner merges the driver's stderr into its stdout
+    assert bad.returncode == 2 and "error: unknown batch job 'nope'" in bad.stdout + bad.stderr
