@@ -41,11 +41,10 @@ DUCKDB_SQL = {
                count(*) FILTER (late) / count(*) AS late_share
         FROM silver GROUP BY ALL""",
     "topic_daily": """
-        WITH t AS (SELECT event_date, group_id, response, unnest(list_distinct(topics)) AS topic FROM silver)
-        SELECT event_date, topic, count(*) AS rsvps, count(*) FILTER (response = 'yes') AS yes,
-               count(DISTINCT group_id) AS groups,
-               rank() OVER (PARTITION BY event_date ORDER BY count(*) DESC) AS rank
-        FROM t GROUP BY ALL""",
+        WITH t AS (SELECT event_date, group_id, response, unnest(list_distinct(topics)) AS topic FROM silver),
+        g AS (SELECT event_date, topic, count(*) AS rsvps, count(*) FILTER (response = 'yes') AS yes,
+                     count(DISTINCT group_id) AS groups FROM t GROUP BY event_date, topic)
+        SELECT *, rank() OVER (PARTITION BY event_date ORDER BY rsvps DESC) AS rank FROM g""",
     "event_stats": """
         WITH delivered AS (
             SELECT b.event_date, json_extract_string(b.value, '$.event.event_id') AS event_id,
