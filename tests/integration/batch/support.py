@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 from deltalake import write_deltalake
@@ -22,13 +22,14 @@ SILVER_SCHEMA = pa.schema([
 def silver_row(rsvp_id: int, day: int, hour: int, *, city: str = "Barcelona", response: str = "yes",
                guests: int = 0, event_id: str = "e1", member_id: int | None = None,
                topics: tuple[str, ...] = ("Salsa",), late: bool = False) -> dict:
-    """One silver.rsvps row (the columns the batch jobs read, plus event_time_ms)."""
-    moment = datetime(2026, 1, day, hour, tzinfo=UTC)
+    """One silver.rsvps row (the columns the batch jobs read, plus event_time_ms); ``day`` 1 is
+    2026-01-01, 32 is 2026-02-01."""
+    moment = datetime(2026, 1, 1, hour, tzinfo=UTC) + timedelta(days=day - 1)
     return {"rsvp_id": rsvp_id, "event_time": moment, "event_time_ms": int(moment.timestamp() * 1000),
             "event_id": event_id, "event_name": f"Event {event_id}", "group_id": 7,
             "member_id": member_id if member_id is not None else 100 + rsvp_id, "response": response,
             "guests": guests, "topics": list(topics), "city": city, "country": "ES", "late": late,
-            "event_date": date(2026, 1, day)}
+            "event_date": moment.date()}
 
 
 def write_silver(root: str, rows: list[dict], mode: str = "append") -> None:
