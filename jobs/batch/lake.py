@@ -80,7 +80,7 @@ def read_source(spark: SparkSession, uri: str, snapshot: DeltaTable | None, sour
     if not files:
         return spark.createDataFrame([], schema=schema), 0
     plan = TaskPlan(source.table, uri, "", (), (), "fail", "", READ_CHUNK_ROWS)
-    frame = read_files(spark.range(0), files, plan, schema)
+    frame = read_files(spark.range(0), files, plan, schema)   # any frame of the session will do
     return frame, sum(item["records"] for item in files)
 
 
@@ -101,13 +101,17 @@ def replace_partitions(uri: str, data: pa.Table, *, column: str, dates: Sequence
     """Replace the ``dates`` partitions of the table with ``data`` in one commit; the new version.
 
     Rows outside ``dates`` are an error (they would survive in no partition the predicate
-    names). Dates without rows end up empty. The commit records ``metadata``.
+    names). Dates without rows end up empty. The commit records ``metadata``. It is never
+    retried on top of a commit that came in meanwhile (a concurrent run of the same dates, a
+    compaction): delta-rs 1.6.6 lets a commit that removes files pass over a concurrent commit
+    that already replaced them (docs/tables.md "Write paths"), which would leave a date twice,
+    so such a run fails with :class:`DeltaConflictError` and is re-run.
     """
     days = {day for day in dates}
     found = {value for value in data.column(column).to_pylist()} - days if data.num_rows else set()
     if found:
         raise DeltaError(f"rows for {uri} fall outside the replaced dates: {sorted(found)[:5]}")
-    properties = CommitProperties(custom_metadata=dict(metadata))
+    properties = CommitProperties(custom_metadata=dict(metadata), max_commit_retries=0)
     try:
         write_deltalake(uri, _plain(data), mode="overwrite", predicate=date_predicate(column, dates),
                         partition_by=[column], schema_mode="merge", commit_properties=properties)
