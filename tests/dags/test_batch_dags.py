@@ -12,7 +12,7 @@ from deltalake import DeltaTable
 
 from jobs.batch.tasks import dates_of_run, event_dates
 from jobs.common.errors import ConfigError
-from tests.dags.test_dag_runs import _produce, _run, airflow_db, platform  # noqa: F401 (fixtures)
+from tests.dags.test_dag_runs import _produce, _read_all, _run, airflow_db, platform  # noqa: F401 (fixtures)
 from tests.integration.batch.support import silver_row, write_silver
 
 GOLD = {"city_daily": "gold.city_daily", "topic_daily": "gold.topic_daily", "event_stats": "gold.event_stats"}
@@ -91,3 +91,20 @@ def test_kafka_to_delta_names_the_dates_each_load_changed_in_its_asset_event(
                   .join(AssetModel, AssetEvent.asset_id == AssetModel.id).filter(AssetModel.uri == "delta://kappa/bronze/rsvps_raw")
                   .order_by(AssetEvent.id.desc()).limit(1)]
     assert extras and extras[0]["dates"] == loaded and extras[0]["versions"] == [0]
+
+
+@pytest.mark.slow
+def test_reconcile_fails_unretried_with_one_alert_on_a_drift(airflow_db, platform, redis_client):  # noqa: F811
+    import json
+
+    from tests.integration.batch.test_reconcile import seed
+
+    cfg = platform
+    seed(cfg.lake.root, cfg.streaming.redis_prefix, redis_client)
+    redis_client.delete(f"{cfg.streaming.redis_prefix}:event:e1")
+    state, tasks, _ = _run("reconcile")
+    assert (state, tasks) == ("failed", {"compare_views": "failed"})
+    alerts = [json.loads(message.value()) for message in _read_all(cfg, cfg.streaming.errors_topic)]
+    assert [(alert["dag_id"], alert["task_id"], alert["try_number"]) for alert in alerts] == [
+        ("reconcile", "compare_views", 1)]
+    assert "ViewsDrift" in alerts[0]["error"] and "event/e1" in alerts[0]["error"]

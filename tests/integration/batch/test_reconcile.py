@@ -31,12 +31,8 @@ def _summary(kind: str, key: str, **fields: object) -> dict:
     return {"kind": kind, "key": key, **empty, **fields}
 
 
-@pytest.fixture()
-def platform(stack, kappa_env, topic_factory, tmp_path, redis_client):
-    root, prefix = str(tmp_path / "lake"), f"r{uuid.uuid4().hex[:8]}"
-    cfg = load_config("test", environ={**kappa_env, "KAPPA_LAKE__ROOT": root,
-                                       "KAPPA_STREAMING__REDIS_PREFIX": prefix,
-                                       "KAPPA_STREAMING__METRICS_TOPIC": topic_factory(1, "metrics")})
+def seed(root: str, prefix: str, redis_client) -> None:
+    """A lake and the Redis views a correct streaming job holds for it (written by hand)."""
     write_silver(root, [
         silver_row(1, 1, 9, city="Barcelona", event_id="e1", member_id=7, topics=("Salsa", "Jazz")),
         silver_row(2, 1, 9, city="Madrid", event_id="e1", member_id=8, response="no"),
@@ -48,7 +44,7 @@ def platform(stack, kappa_env, topic_factory, tmp_path, redis_client):
                                            _bronze(3, 1, 1), _bronze(4, 2, 0)], partition_by=["event_date"])
     write_table(root, "ops.dlq", [{"source_topic": "rsvps.raw", "source_partition": 2, "source_offset": 0,
                                    "dlq_date": date(2026, 1, 1)}])
-    # the live views a correct streaming job holds for these deliveries, written by hand
+    # the live views of these deliveries
     redis_client.zadd(f"{prefix}:cities:windows", {str(W0): W0})
     redis_client.hset(f"{prefix}:cities:{W0}", mapping={"Barcelona": 2, "Madrid": 1})
     redis_client.zadd(f"{prefix}:members:windows", {str(W0): W0})
@@ -63,6 +59,15 @@ def platform(stack, kappa_env, topic_factory, tmp_path, redis_client):
         _summary("event", "event/e1", event_id="e1", yes=2, no=1, guests=0),
         _summary("event", "event/e2", event_id="e2", yes=1, no=0, guests=2),
     ])
+
+
+@pytest.fixture()
+def platform(stack, kappa_env, topic_factory, tmp_path, redis_client):
+    root, prefix = str(tmp_path / "lake"), f"r{uuid.uuid4().hex[:8]}"
+    cfg = load_config("test", environ={**kappa_env, "KAPPA_LAKE__ROOT": root,
+                                       "KAPPA_STREAMING__REDIS_PREFIX": prefix,
+                                       "KAPPA_STREAMING__METRICS_TOPIC": topic_factory(1, "metrics")})
+    seed(root, prefix, redis_client)
     yield cfg, root, prefix
     for key in redis_client.scan_iter(match=f"{prefix}:*"):
         redis_client.delete(key)
