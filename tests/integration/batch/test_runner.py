@@ -116,3 +116,25 @@ def test_batch_submit_runs_the_job_through_spark_submit(run_kappa, lake):
                     "--to", "2026-01-03", env=env, timeout=600)
     # spark-submit's PythonRunner merges the driver's stderr into its stdout
     assert bad.returncode == 2 and "error: unknown batch job 'nope'" in bad.stdout + bad.stderr
+
+
+def test_changed_partitions_name_both_dates_of_a_row_a_merge_moved(tmp_path):
+    import pyarrow as pa
+
+    from jobs.batch.lake import changed_partitions
+    from jobs.common.delta import open_delta, write_delta
+
+    uri = str(tmp_path / "silver")
+    schema = pa.schema([("rsvp_id", pa.int64()), ("event_date", pa.date32())])
+
+    def rows(*pairs: tuple[int, int]) -> pa.Table:
+        return pa.Table.from_pylist([{"rsvp_id": i, "event_date": date(2026, 1, d)} for i, d in pairs],
+                                    schema)
+
+    write_delta(uri, rows((1, 1), (2, 2), (3, 3)), snapshot=None, partition_by=["event_date"])
+    assert changed_partitions(uri, 0, "event_date") == ["2026-01-01", "2026-01-02", "2026-01-03"]
+    write_delta(uri, rows((1, 5)), snapshot=open_delta(uri), mode="merge", partition_by=["event_date"],
+                merge_keys=["rsvp_id"])   # rsvp 1 moves from Jan 1 to Jan 5
+    assert changed_partitions(uri, 1, "event_date") == ["2026-01-01", "2026-01-05"]
+    write_delta(uri, rows((4, 2)), snapshot=open_delta(uri), partition_by=["event_date"])
+    assert changed_partitions(uri, 2, "event_date") == ["2026-01-02"]
