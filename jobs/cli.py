@@ -198,6 +198,7 @@ def demo() -> None:
 
 def _register_subcommands() -> None:
     """Attach the command groups that live beside the code they operate."""
+    from jobs.batch import cli as batch_cli
     from jobs.collector import cli as collector_cli
     from jobs.loader import cli as loader_cli
     from jobs.orchestration import cli as airflow_cli
@@ -205,7 +206,8 @@ def _register_subcommands() -> None:
     from jobs.serve import cli as serve_cli
     from jobs.streaming import cli as streaming_cli
 
-    for module in (collector_cli, streaming_cli, reprocess_cli, loader_cli, serve_cli, airflow_cli):
+    for module in (collector_cli, streaming_cli, reprocess_cli, loader_cli, batch_cli, serve_cli,
+                   airflow_cli):
         module.register(app)
 
 

@@ -3,7 +3,8 @@
 A cluster's executors do not have this repository: the ``jobs`` package travels to them as one
 zip passed with ``--py-files`` (Spark puts it on ``sys.path`` of the driver and of every Python
 worker, which is where the ``kafka-py`` data source's readers and the foreachBatch code run).
-The entry point is ``jobs/streaming/main.py`` (a file path, as spark-submit needs).
+The entry points are ``jobs/streaming/main.py`` and ``jobs/batch/main.py`` (file paths, as
+spark-submit needs).
 
 ``build_submit`` is pure (it builds no zip, starts nothing): the CLI (``kappa stream submit``)
 and the Airflow DAGs call ``package_code`` first, then run what ``build_submit`` returns.
@@ -24,6 +25,7 @@ from jobs.common.errors import ConfigError, KappaError
 PACKAGE = "jobs"
 DIST_ZIP = PROJECT_ROOT / "var" / "dist" / "kappa-jobs.zip"
 STREAM_ENTRY = PROJECT_ROOT / "jobs" / "streaming" / "main.py"
+BATCH_ENTRY = PROJECT_ROOT / "jobs" / "batch" / "main.py"
 SKIP_PARTS = frozenset({"__pycache__"})
 SKIP_SUFFIXES = (".pyc", ".pyo")
 ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)  # fixed timestamps: the same code gives the same bytes
@@ -76,7 +78,7 @@ def build_submit(cfg: KappaConfig, args: Sequence[str], *, master: str | None = 
                  deploy_mode: str = "client", python: str | None = None,
                  code: Path | str = DIST_ZIP, entry: Path | str = STREAM_ENTRY,
                  conf: Mapping[str, str] | None = None,
-                 environ: Mapping[str, str] | None = None) -> list[str]:
+                 environ: Mapping[str, str] | None = None, name: str = "stream") -> list[str]:
     """The ``spark-submit`` command that runs ``entry`` with ``args`` on ``master``.
 
     Args:
@@ -91,6 +93,7 @@ def build_submit(cfg: KappaConfig, args: Sequence[str], *, master: str | None = 
         conf: extra ``--conf`` settings, applied last.
         environ: where ``KAPPA_*`` variables are read for a cluster-mode driver (default
             ``os.environ``); secrets among them are never put on the command line.
+        name: the application name's suffix (``<spark.app_name>-<name>``).
     """
     chosen = master or cfg.spark.master
     if not chosen.startswith(SUBMIT_MASTERS):
@@ -112,7 +115,7 @@ def build_submit(cfg: KappaConfig, args: Sequence[str], *, master: str | None = 
     settings["spark.executorEnv.PYTHONPATH"] = _worker_path(str(code))
     settings |= dict(conf or {})
     command = [str(spark_submit_path()), "--master", chosen, "--deploy-mode", deploy_mode,
-               "--name", f"{cfg.spark.app_name}-stream", "--py-files", str(code)]
+               "--name", f"{cfg.spark.app_name}-{name}", "--py-files", str(code)]
     for key, value in settings.items():
         command += ["--conf", f"{key}={value}"]
     return [*command, str(entry), *args]
@@ -148,3 +151,23 @@ def submit(cfg: KappaConfig, args: Sequence[str], **options) -> int:
 
     command = build_submit(cfg, args, code=package_code(), **options)
     return subprocess.run(command, check=False).returncode
+
+
+def submit_command(args: Sequence[str], *, conf: Sequence[str] | None, dry_run: bool,
+                   **options) -> str | int:
+    """What ``kappa stream submit`` and ``kappa batch submit`` do with their options.
+
+    ``conf`` holds ``KEY=VALUE`` items (ConfigError otherwise). Returns the command line (a
+    string) under ``dry_run``, else spark-submit's exit code.
+    """
+    import shlex
+
+    from jobs.common.config import load_config
+
+    pairs = [item.partition("=") for item in conf or []]
+    if any(not key or not sep for key, sep, _ in pairs):
+        raise ConfigError(f"--conf takes KEY=VALUE, found {list(conf or [])!r}")
+    options["conf"] = {key: value for key, _, value in pairs}
+    if dry_run:
+        return shlex.join(build_submit(load_config(), args, **options))
+    return submit(load_config(), args, **options)

@@ -148,21 +148,14 @@ def submit(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the command, run nothing.")] = False,
 ) -> None:
     """spark-submit the job (code zipped for --py-files) to a cluster: see docs/deploy.md."""
-    import shlex
+    from jobs.common.submit import submit_command
 
-    from jobs.common import submit as submitting
-
-    pairs = [item.partition("=") for item in conf or []]
-    if any(not key or not sep for key, sep, _ in pairs):
-        raise ConfigError(f"--conf takes KEY=VALUE, found {conf!r}")
-    options: dict[str, Any] = {"master": master, "deploy_mode": deploy_mode, "python": python,
-               "conf": {key: value for key, _, value in pairs}}
-    if dry_run:
-        typer.echo(shlex.join(submitting.build_submit(load_config(), run_args or [], **options)))
-        return
-    code = submitting.submit(load_config(), run_args or [], **options)
-    if code:
-        raise typer.Exit(code)
+    outcome = submit_command(run_args or [], conf=conf, dry_run=dry_run, master=master,
+                             deploy_mode=deploy_mode, python=python)
+    if isinstance(outcome, str):
+        typer.echo(outcome)
+    elif outcome:
+        raise typer.Exit(outcome)
 
 
 @stream_app.command("status")

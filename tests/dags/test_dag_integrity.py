@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 EXPECTED = {"streaming_lifecycle", "kafka_to_delta", "data_quality", "delta_maintenance", "replay",
-            "backfill", "checkpoint_recovery", "reprocess"}
+            "backfill", "checkpoint_recovery", "reprocess", "batch_gold", "batch_ops", "reconcile"}
 MANUAL = {"backfill", "checkpoint_recovery", "reprocess"}
 
 

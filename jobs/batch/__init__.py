@@ -1,0 +1,1 @@
+"""Bounded Spark jobs over the lake: gold tables recomputed by whole date partitions."""

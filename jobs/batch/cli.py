@@ -1,0 +1,139 @@
+"""CLI of the batch jobs: ``kappa batch list|run|submit|reconcile``."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from jobs.common.config import load_config
+from jobs.common.errors import ConfigError
+
+batch_app = typer.Typer(no_args_is_help=True, help=(
+    "Recompute date partitions of the gold/ops batch tables from pinned lake snapshots."))
+
+JSON_OPTION = typer.Option("--json", help="Print machine-readable JSON.")
+
+
+def register(app: typer.Typer) -> None:
+    """Attach ``kappa batch``."""
+    app.add_typer(batch_app, name="batch")
+
+
+def progress(message: str) -> None:
+    """A progress line on stderr."""
+    typer.echo(f".. {message}", err=True)
+
+
+@batch_app.command("list")
+def list_jobs(as_json: Annotated[bool, JSON_OPTION] = False) -> None:
+    """Every batch job: the table it writes, its partition column, sources, DAG and question."""
+    from jobs.batch.jobs import JOBS
+
+    rows = [{"job": job.name, "table": job.table, "partitioned_by": job.date_column,
+             "sources": [source.table for source in job.sources], "dag": f"batch_{job.family}",
+             "question": job.question} for job in JOBS.values()]
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    for row in rows:
+        typer.echo(f"{row['job']:<12} {row['table']:<17} by {row['partitioned_by']:<10} "
+                   f"from {', '.join(row['sources']):<40} {row['question']}")
+
+
+@batch_app.command("run")
+def run(
+    jobs: Annotated[str, typer.Argument(help="A job, comma-separated jobs, or all (kappa batch list).")],
+    start: Annotated[str, typer.Option("--from", help="First date (YYYY-MM-DD), inclusive.")],
+    end: Annotated[str, typer.Option("--to", help="End date (YYYY-MM-DD), exclusive.")],
+    versions: Annotated[str | None, typer.Option(
+        "--versions", help='Source versions to read, JSON {"silver.rsvps": 12} (default latest).')] = None,
+    as_json: Annotated[bool, JSON_OPTION] = False,
+) -> None:
+    """Replace the [--from, --to) partitions of each job's table, one Delta commit per table."""
+    from jobs.batch.jobs import JOBS, job
+    from jobs.batch.run import batch_spark, date_range, parse_date, run_job
+
+    names = list(JOBS) if jobs == "all" else [name.strip() for name in jobs.split(",") if name.strip()]
+    for name in names:
+        job(name)
+    dates = date_range(parse_date(start, "--from"), parse_date(end, "--to"))
+    pinned = _versions(versions)
+    cfg = load_config()
+    spark = batch_spark(cfg)
+    reports = [run_job(spark, cfg, name, dates, versions=pinned, progress=progress) for name in names]
+    if as_json:
+        typer.echo(json.dumps([report.as_dict() for report in reports], indent=2))
+        return
+    for report in reports:
+        sources = ", ".join(f"{table}@{version}" for table, version in report.source_versions.items())
+        typer.echo(f"{report.job:<12} {report.table:<17} read={report.rows_read} "
+                   f"written={report.rows_written} partitions={report.partitions_replaced} "
+                   f"version={report.target_version} sources={sources}")
+
+
+@batch_app.command("reconcile")
+def reconcile(
+    start: Annotated[str | None, typer.Option(
+        "--from", help="First event date of the windows compared (default: everything).")] = None,
+    end: Annotated[str | None, typer.Option("--to", help="End date, exclusive (with --from).")] = None,
+    as_json: Annotated[bool, JSON_OPTION] = False,
+) -> None:
+    """Compare Redis and gold.rsvp_summaries with the lake; exit 6 on a drift beyond its bound."""
+    from jobs.batch.reconcile import ViewsDrift
+    from jobs.batch.reconcile import reconcile as check
+    from jobs.batch.run import batch_spark, date_range, parse_date
+
+    if (start is None) != (end is None):
+        raise ConfigError("give both --from and --to (a range of event dates), or neither (everything)")
+    dates = None if start is None else date_range(parse_date(start, "--from"), parse_date(str(end), "--to"))
+    cfg = load_config()
+    try:
+        report = check(batch_spark(cfg), cfg, dates, progress)
+    except ViewsDrift as drift:
+        typer.echo(f"error: {drift}", err=True)
+        raise typer.Exit(drift.exit_code) from None
+    if as_json:
+        typer.echo(json.dumps(report.as_dict(), indent=2))
+        return
+    typer.echo(f"run {report.run_id}: checked {report.checked}, {len(report.differences)} differences "
+               f"within their bounds, no drift")
+    for item in report.differences:
+        typer.echo(f"  {item.view} {item.key}: live {item.live_value} lake {item.lake_value} "
+                   f"(allowed {item.allowed_error:g}) {item.verdict}")
+
+
+def _versions(text: str | None) -> dict[str, int]:
+    if not text:
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"--versions {text!r} is not JSON ({exc}); give {{\"silver.rsvps\": 12}}") from None
+    if not isinstance(data, dict) or not all(isinstance(v, int) and v >= 0 for v in data.values()):
+        raise ConfigError(f"--versions {text!r}: expected an object of table -> version (int >= 0)")
+    return data
+
+
+@batch_app.command("submit")
+def submit(
+    run_args: Annotated[list[str] | None, typer.Argument(
+        help="After --: the arguments of `kappa batch run` (JOB --from DATE --to DATE).")] = None,
+    *,
+    master: Annotated[str | None, typer.Option("--master", help="Default: spark.master from conf.")] = None,
+    deploy_mode: Annotated[str, typer.Option("--deploy-mode", help="client or cluster.")] = "client",
+    python: Annotated[str | None, typer.Option(
+        "--python", help="Executors' interpreter (spark.pyspark.python); default this venv's.")] = None,
+    conf: Annotated[list[str] | None, typer.Option("--conf", help="Extra KEY=VALUE, repeatable.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the command, run nothing.")] = False,
+) -> None:
+    """spark-submit a batch run (code zipped for --py-files) to a cluster: see docs/deploy.md."""
+    from jobs.common.submit import BATCH_ENTRY, submit_command
+
+    outcome = submit_command(run_args or [], conf=conf, dry_run=dry_run, master=master,
+                             deploy_mode=deploy_mode, python=python, entry=BATCH_ENTRY, name="batch")
+    if isinstance(outcome, str):
+        typer.echo(outcome)
+    elif outcome:
+        raise typer.Exit(outcome)

@@ -1,0 +1,110 @@
+"""The batch DAGs: schedule (daily data intervals or the loads' Assets), tasks, outlets, the
+dates a run recomputes, and a real ``dag.test()`` run of ``batch_gold`` on a small lake."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, date, datetime
+
+import attrs
+import pytest
+from deltalake import DeltaTable
+
+from jobs.batch.tasks import dates_of_run, event_dates
+from jobs.common.errors import ConfigError
+from tests.dags.test_dag_runs import _produce, _read_all, _run, airflow_db, platform  # noqa: F401 (fixtures)
+from tests.integration.batch.support import silver_row, write_silver
+
+GOLD = {"city_daily": "gold.city_daily", "topic_daily": "gold.topic_daily", "event_stats": "gold.event_stats"}
+
+
+@pytest.mark.parametrize(("dag_id", "watched", "outlets"), [
+    ("batch_gold", {"delta://kappa/silver/rsvps", "delta://kappa/bronze/rsvps_raw"},
+     {job: {f"delta://kappa/{table.replace('.', '/')}"} for job, table in GOLD.items()}),
+    ("batch_ops", {"delta://kappa/ops/dlq"}, {"dlq_daily": {"delta://kappa/ops/dlq_daily"}}),
+])
+def test_daily_intervals_or_the_loads_assets_and_one_task_per_table(dagbag, dag_id, watched, outlets):
+    dag = dagbag.dags[dag_id]
+    schedule = dag.timetable
+    assert type(schedule).__name__ == "AssetOrTimeSchedule"
+    assert type(schedule.timetable).__name__ == "CronDataIntervalTimetable"
+    assert attrs.asdict(schedule.timetable) == {"expression": "0 0 * * *", "timezone": "UTC"}
+    assert {asset.uri for asset in schedule.asset_condition.objects} == watched
+    assert {task.task_id: {asset.uri for asset in task.outlets} for task in dag.tasks} == outlets
+    assert all(not task.upstream_task_ids for task in dag.tasks)   # tables are independent
+
+
+def test_a_run_recomputes_its_interval_or_the_dates_its_asset_events_name():
+    day = datetime(2026, 1, 2, tzinfo=UTC)
+    assert dates_of_run("scheduled", day, datetime(2026, 1, 3, tzinfo=UTC), []) == [date(2026, 1, 2)]
+    assert dates_of_run("backfill", day, datetime(2026, 1, 5, tzinfo=UTC), []) == [
+        date(2026, 1, 2), date(2026, 1, 3), date(2026, 1, 4)]
+    extras = [{"dates": ["2026-01-03", "2025-12-30"], "versions": [4]}, {}, {"dates": ["2026-01-03"]}]
+    assert dates_of_run("asset_triggered", None, None, extras) == [date(2025, 12, 30), date(2026, 1, 3)]
+    assert event_dates([{"versions": [1]}]) == []
+    with pytest.raises(ConfigError, match="has no data interval"):
+        dates_of_run("manual", None, None, [])
+
+
+@pytest.mark.slow
+def test_batch_gold_run_for_one_date_writes_that_partition_of_every_gold_table(
+        airflow_db, kappa_env, tmp_path, monkeypatch):  # noqa: F811 (the fixture)
+    root = str(tmp_path / "lake")
+    for key, value in {**kappa_env, "KAPPA_LAKE__ROOT": root}.items():
+        monkeypatch.setenv(key, value)
+    write_silver(root, [silver_row(1, 1, 9), silver_row(2, 2, 9, guests=2),
+                        silver_row(3, 2, 10, city="Madrid"), silver_row(4, 3, 9)])
+    # a manual run at 2026-01-03T00:00 gets the @daily interval that ended then: [01-02, 01-03)
+    state, tasks, _ = _run("batch_gold", logical_date=datetime(2026, 1, 3, tzinfo=UTC))
+    assert state == "success" and set(tasks.values()) == {"success"}, tasks
+    for table in GOLD.values():
+        rows = DeltaTable(os.path.join(root, *table.split("."))).to_pyarrow_table().to_pylist()
+        assert {str(row["event_date"]) for row in rows} == {"2026-01-02"}, table
+    city = DeltaTable(os.path.join(root, "gold", "city_daily")).to_pyarrow_table().to_pylist()
+    assert sorted((row["city"], row["rsvps"], row["guests"]) for row in city) == [
+        ("Barcelona", 1, 2), ("Madrid", 1, 0)]
+
+
+def test_reconcile_runs_daily_after_the_batch_and_has_one_task(dagbag):
+    dag = dagbag.dags["reconcile"]
+    assert type(dag.timetable).__name__ == "CronTriggerTimetable"
+    assert attrs.asdict(dag.timetable)["expression"] == "30 1 * * *"
+    assert [task.task_id for task in dag.tasks] == ["compare_views"]
+
+
+@pytest.mark.slow
+def test_kafka_to_delta_names_the_dates_each_load_changed_in_its_asset_event(
+        airflow_db, platform):  # noqa: F811 (the fixtures)
+    import time
+
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+
+    cfg = platform
+    _produce(cfg, int(time.time() * 1000) - 60_000, 30, 500, seed=5)
+    state, tasks, _ = _run("kafka_to_delta")
+    assert state == "success", tasks
+    bronze = DeltaTable(os.path.join(cfg.lake.root, "bronze", "rsvps_raw")).to_pyarrow_table()
+    loaded = sorted({str(day) for day in bronze.column("event_date").to_pylist()})
+    with create_session() as session:
+        extras = [event.extra for event in session.query(AssetEvent)
+                  .join(AssetModel, AssetEvent.asset_id == AssetModel.id).filter(AssetModel.uri == "delta://kappa/bronze/rsvps_raw")
+                  .order_by(AssetEvent.id.desc()).limit(1)]
+    assert extras and extras[0]["dates"] == loaded and extras[0]["versions"] == [0]
+
+
+@pytest.mark.slow
+def test_reconcile_fails_unretried_with_one_alert_on_a_drift(airflow_db, platform, redis_client):  # noqa: F811
+    import json
+
+    from tests.integration.batch.test_reconcile import seed
+
+    cfg = platform
+    seed(cfg.lake.root, cfg.streaming.redis_prefix, redis_client)
+    redis_client.delete(f"{cfg.streaming.redis_prefix}:event:e1")
+    state, tasks, _ = _run("reconcile")
+    assert (state, tasks) == ("failed", {"compare_views": "failed"})
+    alerts = [json.loads(message.value()) for message in _read_all(cfg, cfg.streaming.errors_topic)]
+    assert [(alert["dag_id"], alert["task_id"], alert["try_number"]) for alert in alerts] == [
+        ("reconcile", "compare_views", 1)]
+    assert "ViewsDrift" in alerts[0]["error"] and "event/e1" in alerts[0]["error"]
