@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from jobs.common.cli_options import Conf, DeployMode, DryRun, Master, Python
 from jobs.common.config import load_config
 from jobs.common.errors import ConfigError
 
@@ -121,12 +122,11 @@ def submit(
     run_args: Annotated[list[str] | None, typer.Argument(
         help="After --: the arguments of `kappa batch run` (JOB --from DATE --to DATE).")] = None,
     *,
-    master: Annotated[str | None, typer.Option("--master", help="Default: spark.master from conf.")] = None,
-    deploy_mode: Annotated[str, typer.Option("--deploy-mode", help="client or cluster.")] = "client",
-    python: Annotated[str | None, typer.Option(
-        "--python", help="Executors' interpreter (spark.pyspark.python); default this venv's.")] = None,
-    conf: Annotated[list[str] | None, typer.Option("--conf", help="Extra KEY=VALUE, repeatable.")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the command, run nothing.")] = False,
+    master: Master = None,
+    deploy_mode: DeployMode = "client",
+    python: Python = None,
+    conf: Conf = None,
+    dry_run: DryRun = False,
 ) -> None:
     """spark-submit a batch run (code zipped for --py-files) to a cluster: see docs/deploy.md."""
     from jobs.common.submit import BATCH_ENTRY, submit_command
