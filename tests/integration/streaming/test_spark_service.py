@@ -37,20 +37,23 @@ def _kappa(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.
                           timeout=timeout, check=False)
 
 
-def _replay(env: dict[str, str], query: str) -> tuple[dict, str, float]:
+def _replay(env: dict[str, str], query: str, logs: Path) -> tuple[dict, str, float]:
     """A replay CLI run in a process group of its own; the report, stderr, and how long any
-    process of its group outlived it (s)."""
+    process of its group outlived it (s). Its output goes to files: a process that inherited a
+    pipe would hold it open, and waiting for the pipe's end would wait for that process too."""
     args = [*KAPPA, "stream", "run", "--mode", "replay", "--from", "earliest", "--to", "latest",
             "--fresh", "--sinks", "redis", "--query", query, "--json"]
-    proc = subprocess.Popen(args, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
-    out, err = proc.communicate(timeout=600)
+    out, err = logs / f"{query}.out", logs / f"{query}.err"
+    with out.open("w") as stdout, err.open("w") as stderr:
+        proc = subprocess.Popen(args, env=env, cwd=REPO, stdout=stdout, stderr=stderr,
+                                start_new_session=True)
+        code = proc.wait(timeout=600)
     exited = time.monotonic()
     while _group_alive(proc.pid) and time.monotonic() - exited < 30:
         time.sleep(0.05)
     outlived = time.monotonic() - exited
-    assert proc.returncode == 0, err[-4000:]
-    return json.loads(out.strip().splitlines()[-1]), err, outlived
+    assert code == 0, err.read_text()[-4000:]
+    return json.loads(out.read_text().strip().splitlines()[-1]), err.read_text(), outlived
 
 
 def _group_alive(pgid: int) -> bool:
@@ -114,11 +117,15 @@ def test_a_replay_attached_to_the_service_equals_a_cold_one_which_leaves_no_proc
     warm_prefix, cold_prefix = f"w{tag}", f"c{tag}"
     warm_env = _env(stream_cfg, kappa_env, data_dir, warm_prefix)
     cold_env = _env(stream_cfg, kappa_env, data_dir, cold_prefix)
+    cold, cold_err, outlived = _replay(cold_env, "cold", tmp_path)  # no service is up yet
+    assert "a cold local Spark (no Spark service is up" in cold_err
+    assert outlived < 1.0, f"the cold run's JVM or Python daemons outlived it by {outlived:.1f} s"
+
     pid = _start_service(warm_env)
     try:
         other = _kappa({**warm_env, "KAPPA_SPARK__MASTER": "local[1]"}, "spark", "status")
         assert other.returncode == 1 and "refuses" in other.stdout and "spark.master" in other.stdout
-        warm, warm_err, _ = _replay(warm_env, "warm")
+        warm, warm_err, _ = _replay(warm_env, "warm", tmp_path)
         assert f"attached to the Spark service pid {pid}" in warm_err
         down = _kappa(warm_env, "spark", "down")
         assert down.returncode == 0, down.stderr
@@ -128,11 +135,8 @@ def test_a_replay_attached_to_the_service_equals_a_cold_one_which_leaves_no_proc
         assert not _group_alive(pid), "the service's JVM or Python daemons outlived `kappa spark down`"
     finally:
         _stop(pid)
-    assert _kappa(warm_env, "spark", "status").returncode == 1
-
-    cold, cold_err, outlived = _replay(cold_env, "cold")
-    assert "a cold local Spark (no Spark service is up" in cold_err
-    assert outlived < 1.0, f"the cold run's JVM or Python daemons outlived it by {outlived:.1f} s"
+    status = _kappa(warm_env, "spark", "status")
+    assert status.returncode == 1 and "no Spark service is up" in status.stdout
 
     assert (warm["records_read"], warm["valid"], warm["dead_lettered"], warm["late"]) == (
         cold["records_read"], cold["valid"], cold["dead_lettered"], cold["late"])
