@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the bench's sibling 
 from streaming_support import load_avg, produce
 
 from jobs.common.config import PROJECT_ROOT, load_config
+from jobs.common.processes import group_alive
 
 KAPPA = [sys.executable, "-m", "jobs.cli"]
 TASK = ("import json, sys; from jobs.orchestration.tasks import backfill_offsets; "
@@ -115,20 +116,13 @@ def _measure(kind: str, env: dict[str, str], folder: Path, end: dict[str, int]) 
     wall = time.monotonic() - started
     err = err_path.read_text()
     _check(subprocess.CompletedProcess(command, code, out_path.read_text(), err))
-    while _group_alive(proc.pid) and time.monotonic() - started - wall < 60:
+    while group_alive(proc.pid) and time.monotonic() - started - wall < 60:
         time.sleep(0.02)
     attached = "attached to the Spark service" in err
     if attached != kind.endswith("_service"):
         raise RuntimeError(f"{kind}: attached={attached}; stderr: {err[-2000:]}")
     return {"wall_s": round(wall, 2), "outlived_s": round(time.monotonic() - started - wall, 2)}
 
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def _check(result: subprocess.CompletedProcess) -> None:

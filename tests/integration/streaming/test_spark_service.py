@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from jobs.common.processes import group_alive
 from tests.conftest import KAPPA, REPO
 from tests.integration.streaming.conftest import produce
 from tests.integration.streaming.expected import compute, metrics_batches
@@ -49,19 +50,12 @@ def _replay(env: dict[str, str], query: str, logs: Path) -> tuple[dict, str, flo
                                 start_new_session=True)
         code = proc.wait(timeout=600)
     exited = time.monotonic()
-    while _group_alive(proc.pid) and time.monotonic() - exited < 30:
+    while group_alive(proc.pid) and time.monotonic() - exited < 30:
         time.sleep(0.05)
     outlived = time.monotonic() - exited
     assert code == 0, err.read_text()[-4000:]
     return json.loads(out.read_text().strip().splitlines()[-1]), err.read_text(), outlived
 
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def _redis_view(redis_client, prefix: str) -> dict[str, object]:
@@ -130,9 +124,9 @@ def test_a_replay_attached_to_the_service_equals_a_cold_one_which_leaves_no_proc
         down = _kappa(warm_env, "spark", "down")
         assert down.returncode == 0, down.stderr
         deadline = time.monotonic() + 5
-        while _group_alive(pid) and time.monotonic() < deadline:
+        while group_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not _group_alive(pid), "the service's JVM or Python daemons outlived `kappa spark down`"
+        assert not group_alive(pid), "the service's JVM or Python daemons outlived `kappa spark down`"
     finally:
         _stop(pid)
     status = _kappa(warm_env, "spark", "status")
