@@ -41,7 +41,8 @@ from jobs.common.config import PROJECT_ROOT, load_config
 from jobs.common.processes import group_alive
 
 KAPPA = [sys.executable, "-m", "jobs.cli"]
-TASK = ("import json, sys; from jobs.orchestration.tasks import backfill_offsets; "
+TASK = ("import json, logging, sys; from jobs.orchestration.tasks import backfill_offsets; "
+        "logging.basicConfig(level=logging.INFO, format='%(asctime)s %(name)s %(message)s'); "
         "end = json.loads(sys.argv[1]); "
         "backfill_offsets({p: 0 for p in end}, end, ['kafka', 'redis'], False)")
 

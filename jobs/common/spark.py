@@ -7,6 +7,7 @@ they use the project's Python data source on confluent-kafka and delta-rs (``del
 
 from __future__ import annotations
 
+import atexit
 import fnmatch
 import glob
 import logging
@@ -141,6 +142,8 @@ def build_spark(config: KappaConfig, app_name: str | None = None,
     for key, value in session_settings(config, extra_conf).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    atexit.unregister(release_spark)  # once, however many sessions the process builds
+    atexit.register(release_spark)
     spark.sparkContext.setLogLevel("WARN")
     backends = choose_backends(config)
     if backends.kafka == "python":
@@ -175,8 +178,9 @@ def release_spark(timeout_s: float = JVM_EXIT_TIMEOUT_S) -> bool:
     Without it, pyspark's JVM only notices that its Python driver is gone after the driver has
     exited (its standard input closes), then stops Spark in its shutdown hooks: the JVM, its
     Python worker daemons and the Python data source's planner daemons outlive the command by
-    seconds. A command that used Spark calls this before it returns (jobs/cli.py). Returns
-    whether there was a Spark to release.
+    seconds. A command that used Spark calls this before it returns (jobs/cli.py), and
+    :func:`build_spark` registers it to run at the interpreter's exit of any other process (an
+    Airflow task's). Returns whether there was a Spark to release.
     """
     if "pyspark" not in sys.modules:
         return False

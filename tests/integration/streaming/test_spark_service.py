@@ -86,6 +86,20 @@ def _value(redis_client, key: bytes) -> object:
     return redis_client.get(key)
 
 
+def _check_load(env: dict[str, str], topic: str, root: Path, pid: int) -> None:
+    """`kappa load` of the source topic into bronze, attached: every record lands once."""
+    from deltalake import DeltaTable
+
+    tables = json.dumps({"bronze.rsvps_raw": {"topic": topic, "quality_policy": "quarantine"}})
+    result = _kappa({**env, "KAPPA_LAKE__ROOT": str(root), "KAPPA_LOADER__TABLES": tables},
+                    "load", "--json")
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert f"attached to the Spark service pid {pid}" in result.stderr
+    [report] = json.loads(result.stdout)
+    assert report["outcome"] == "committed" and report["rows"] + report["quarantined"] == EVENTS
+    assert DeltaTable(str(root / "bronze" / "rsvps_raw")).to_pyarrow_table().num_rows == report["rows"]
+
+
 def _start_service(env: dict[str, str]) -> int:
     result = _kappa(env, "spark", "up")
     assert result.returncode == 0, result.stderr[-4000:]
@@ -121,6 +135,7 @@ def test_a_replay_attached_to_the_service_equals_a_cold_one_which_leaves_no_proc
         assert other.returncode == 1 and "refuses" in other.stdout and "spark.master" in other.stdout
         warm, warm_err, _ = _replay(warm_env, "warm", tmp_path)
         assert f"attached to the Spark service pid {pid}" in warm_err
+        _check_load(warm_env, stream_cfg.streaming.source_topic, tmp_path / "lake", pid)
         down = _kappa(warm_env, "spark", "down")
         assert down.returncode == 0, down.stderr
         deadline = time.monotonic() + 5
