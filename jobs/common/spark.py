@@ -142,8 +142,8 @@ def build_spark(config: KappaConfig, app_name: str | None = None,
     for key, value in session_settings(config, extra_conf).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    atexit.unregister(release_spark)  # once, however many sessions the process builds
-    atexit.register(release_spark)
+    atexit.unregister(_release_at_exit)  # once, however many sessions the process builds
+    atexit.register(_release_at_exit)
     spark.sparkContext.setLogLevel("WARN")
     backends = choose_backends(config)
     if backends.kafka == "python":
@@ -207,3 +207,12 @@ def release_spark(timeout_s: float = JVM_EXIT_TIMEOUT_S) -> bool:
     SparkContext._gateway = None
     SparkContext._jvm = None
     return True
+
+
+def _release_at_exit() -> None:
+    """:func:`release_spark` when the interpreter exits, without py4j's INFO lines.
+
+    The streams a test runner or Airflow gave the logging handlers may be closed by then.
+    """
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    release_spark()

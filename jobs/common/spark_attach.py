@@ -10,7 +10,6 @@ one a run would use and why (``kappa doctor``). A live run always starts its own
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
@@ -24,8 +23,7 @@ from typing import Any
 
 from jobs.common.config import KappaConfig
 from jobs.common.errors import KappaError
-from jobs.common.processes import alive, cmdline
-from jobs.common.spark_service import ServiceState, state_path
+from jobs.common.spark_state import ServiceState, read_state
 
 logger = logging.getLogger(__name__)
 
@@ -46,17 +44,6 @@ class Choice:
     attach: bool
     reason: str
     info: dict[str, Any] | None = None
-
-
-def read_state(cfg: KappaConfig) -> ServiceState | None:
-    """The service's state file, when the process that wrote it still runs the service."""
-    try:
-        state = ServiceState(**json.loads(state_path(cfg).read_text()))
-    except (OSError, ValueError, TypeError):
-        return None
-    if not alive(state.pid) or "jobs.common.spark_service" not in cmdline(state.pid):
-        return None
-    return state
 
 
 def choose(cfg: KappaConfig, op: str = "stream", extra_conf: dict[str, str] | None = None) -> Choice:

@@ -34,8 +34,8 @@ def up(port: Annotated[int, typer.Option("--port", help="Loopback port (0: a fre
        timeout_s: Annotated[float, typer.Option("--timeout", help="Seconds to wait for it.")
                             ] = START_TIMEOUT_S) -> None:
     """Start the Spark service in the background and wait until it answers."""
-    from jobs.common.spark_attach import choose, read_state
-    from jobs.common.spark_service import log_path
+    from jobs.common.spark_attach import choose
+    from jobs.common.spark_state import MODULE, log_path, read_state
 
     cfg = load_config()
     state = read_state(cfg)
@@ -45,7 +45,7 @@ def up(port: Annotated[int, typer.Option("--port", help="Loopback port (0: a fre
     log = log_path(cfg)
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
-        process = subprocess.Popen([sys.executable, "-m", "jobs.common.spark_service", "--port", str(port)],
+        process = subprocess.Popen([sys.executable, "-m", MODULE, "--port", str(port)],
                                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    cwd=PROJECT_ROOT, process_group=0)
     progress(f"spark: starting pid {process.pid} (log {log})")
@@ -65,7 +65,7 @@ def up(port: Annotated[int, typer.Option("--port", help="Loopback port (0: a fre
 def down(grace_s: Annotated[float, typer.Option("--grace", help="Seconds before SIGKILL.")] = 60.0) -> None:
     """Stop the Spark service (a job it runs stops at a consistent point first)."""
     from jobs.common.processes import registered, stop_registered
-    from jobs.common.spark_service import NAME
+    from jobs.common.spark_state import NAME
 
     cfg = load_config()
     if not any(item.name == NAME for item in registered(cfg)):

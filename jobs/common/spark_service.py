@@ -22,8 +22,6 @@ runs cold. SIGTERM stops the running job's query, Spark and the JVM, then the pr
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import logging
 import os
 import secrets
@@ -31,52 +29,18 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from multiprocessing.connection import Connection, Listener
-from pathlib import Path
 from typing import Any
 
-from jobs.common.config import PROJECT_ROOT, KappaConfig, load_config
+from jobs.common.config import KappaConfig, load_config
 from jobs.common.errors import KappaError
-from jobs.common.processes import register_process, run_dir
+from jobs.common.processes import register_process
+from jobs.common.spark_state import NAME, ServiceState, code_version, state_path, write_state
 
 logger = logging.getLogger(__name__)
 
-NAME = "spark"
-STATE_FILE = "spark-service.json"
 APP_NAME = "kappa-spark-service"
 STOP_JOBS_S = 60.0
-
-
-@dataclass(frozen=True)
-class ServiceState:
-    """What a client needs to reach the service (its state file)."""
-
-    pid: int
-    port: int
-    authkey: str
-    master: str
-    code: str
-    started_at: float
-
-
-def state_path(cfg: KappaConfig) -> Path:
-    """``<stack.data_dir>/run/spark-service.json``."""
-    return run_dir(cfg) / STATE_FILE
-
-
-def log_path(cfg: KappaConfig) -> Path:
-    """``<stack.data_dir>/logs/spark.log``, beside the embedded services' logs."""
-    return Path(cfg.stack.data_dir) / "logs" / "spark.log"
-
-
-def code_version(root: Path = PROJECT_ROOT / "jobs") -> str:
-    """A digest of the ``jobs`` package's sources (path, size, mtime): changes when code changes."""
-    digest = hashlib.sha1()
-    for path in sorted(root.rglob("*.py")):
-        stat = path.stat()
-        digest.update(f"{path.relative_to(root)}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
-    return digest.hexdigest()[:16]
 
 
 def fixed_settings(cfg: KappaConfig, extra_conf: dict[str, str]) -> dict[str, str]:
@@ -265,7 +229,7 @@ def serve(cfg: KappaConfig, port: int = 0) -> int:
         listener = Listener(("127.0.0.1", port), authkey=authkey)
         state = ServiceState(os.getpid(), listener.address[1], authkey.hex(), cfg.spark.master,
                              service.code, time.time())
-        _write_state(state_path(cfg), state)
+        write_state(state_path(cfg), state)
         logger.warning("spark service ready pid=%d port=%d start_s=%.1f warm_up_s=%.1f",
                        state.pid, state.port, time.monotonic() - started, warm_s)
         threading.Thread(target=_accept, args=(listener, service), daemon=True).start()
@@ -300,14 +264,6 @@ def _shutdown(service: SparkService, listener: Listener) -> None:
         service.stop_queries()
     if service.job_lock.acquire(timeout=STOP_JOBS_S):
         service.job_lock.release()
-
-
-def _write_state(path: Path, state: ServiceState) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.{os.getpid()}")
-    partial.touch(mode=0o600)
-    partial.write_text(json.dumps(state.__dict__) + "\n")
-    partial.replace(path)
 
 
 def main(argv: list[str] | None = None) -> int:
