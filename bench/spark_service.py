@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the bench's sibling 
 from streaming_support import load_avg, produce
 
 from jobs.common.config import PROJECT_ROOT, load_config
-from jobs.common.processes import group_alive
+from jobs.common.processes import session_alive
 
 KAPPA = [sys.executable, "-m", "jobs.cli"]
 TASK = ("import json, logging, sys; from jobs.orchestration.tasks import backfill_offsets; "
@@ -117,7 +117,7 @@ def _measure(kind: str, env: dict[str, str], folder: Path, end: dict[str, int]) 
     wall = time.monotonic() - started
     err = err_path.read_text()
     _check(subprocess.CompletedProcess(command, code, out_path.read_text(), err))
-    while group_alive(proc.pid) and time.monotonic() - started - wall < 60:
+    while session_alive(proc.pid) and time.monotonic() - started - wall < 60:
         time.sleep(0.02)
     attached = "attached to the Spark service" in err
     if attached != kind.endswith("_service"):

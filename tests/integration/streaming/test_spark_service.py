@@ -10,9 +10,10 @@ import subprocess
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
-from jobs.common.processes import group_alive
+from jobs.common.processes import session_alive
 from tests.conftest import KAPPA, REPO
 from tests.integration.streaming.conftest import produce
 from tests.integration.streaming.expected import compute, metrics_batches
@@ -50,7 +51,7 @@ def _replay(env: dict[str, str], query: str, logs: Path) -> tuple[dict, str, flo
                                 start_new_session=True)
         code = proc.wait(timeout=600)
     exited = time.monotonic()
-    while group_alive(proc.pid) and time.monotonic() - exited < 30:
+    while session_alive(proc.pid) and time.monotonic() - exited < 30:
         time.sleep(0.05)
     outlived = time.monotonic() - exited
     assert code == 0, err.read_text()[-4000:]
@@ -136,12 +137,14 @@ def test_a_replay_attached_to_the_service_equals_a_cold_one_which_leaves_no_proc
         warm, warm_err, _ = _replay(warm_env, "warm", tmp_path)
         assert f"attached to the Spark service pid {pid}" in warm_err
         _check_load(warm_env, stream_cfg.streaming.source_topic, tmp_path / "lake", pid)
+        service = psutil.Process(pid)
+        processes = [service, *service.children(recursive=True)]  # the JVM, the Python daemons
+        assert len(processes) >= 4, processes
         down = _kappa(warm_env, "spark", "down")
         assert down.returncode == 0, down.stderr
-        deadline = time.monotonic() + 5
-        while group_alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not group_alive(pid), "the service's JVM or Python daemons outlived `kappa spark down`"
+        _, left = psutil.wait_procs(processes, timeout=5)
+        assert not [p for p in left if p.status() != psutil.STATUS_ZOMBIE], (
+            f"{left} outlived `kappa spark down`")
     finally:
         _stop(pid)
     status = _kappa(warm_env, "spark", "status")
