@@ -3,9 +3,10 @@
 The first query of a Spark pays for what later ones reuse: the executors' Python worker daemon
 (jobs/streaming/daemon.py, with the task's libraries imported), the Python data source planner
 daemons (``lookup_data_sources``, ``create_data_source``, ``plan_data_source_read``) and the JIT
-of the streaming engine. Measured on a 10k replay attached to a service that had only started:
-16.4 s against 2.9-4.6 s for the next ones (docs/runbooks/spark.md). The service runs this query
-before it answers anyone, so the first replay attached to it is as quick as the next.
+of the streaming engine. Measured without this warm-up (a 10k replay, 2 loaded cores): the first
+replay attached to a service that had just started took 16.4 s, the next ones 2.9-4.6 s. The
+service runs this query before it answers anyone, so the first replay attached to it does not
+pay for them.
 """
 
 from __future__ import annotations
