@@ -200,6 +200,7 @@ def _register_subcommands() -> None:
     """Attach the command groups that live beside the code they operate."""
     from jobs.batch import cli as batch_cli
     from jobs.collector import cli as collector_cli
+    from jobs.common import spark_cli
     from jobs.loader import cli as loader_cli
     from jobs.orchestration import cli as airflow_cli
     from jobs.reprocess import cli as reprocess_cli
@@ -207,12 +208,21 @@ def _register_subcommands() -> None:
     from jobs.streaming import cli as streaming_cli
 
     for module in (collector_cli, streaming_cli, reprocess_cli, loader_cli, batch_cli, serve_cli,
-                   airflow_cli):
+                   airflow_cli, spark_cli):
         module.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; return the process exit code."""
+    """Run the CLI; return the process exit code (a Spark it started is gone by then)."""
+    from jobs.common.spark import release_spark
+
+    try:
+        return _run(argv)
+    finally:
+        release_spark()
+
+
+def _run(argv: list[str] | None) -> int:
     _register_subcommands()
     try:
         result = app(args=argv, prog_name="kappa", standalone_mode=False)

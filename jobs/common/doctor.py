@@ -11,6 +11,7 @@ from jobs.common.config import KappaConfig
 from jobs.common.errors import KappaError
 from jobs.common.health import kafka_healthy, redis_healthy
 from jobs.common.spark import JAVA_MAJOR, choose_backends, java_version
+from jobs.common.spark_attach import choose
 
 PACKAGES = ("pyspark", "delta-spark", "deltalake", "confluent-kafka", "apache-airflow",
             "great-expectations", "redis", "noida-db")
@@ -39,6 +40,8 @@ def run_doctor(config: KappaConfig) -> dict[str, Any]:
         add("delta backend", True, f"{backends.delta}: {backends.delta_reason}")
     except KappaError as exc:
         add("backends", False, str(exc))
+    choice = choose(config)
+    add("spark service", True, ("attach: " if choice.attach else "cold: ") + choice.reason)
     kind = "embedded" if config.kafka.embedded else "external"
     error = kafka_healthy(config.kafka.client_config())
     add("kafka", error is None, error or f"{kind} at {config.kafka.bootstrap_servers} answers")

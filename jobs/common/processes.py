@@ -207,6 +207,20 @@ def stop_group(pid: int, grace_s: float = STOP_GRACE_S) -> None:
 
 def group_alive(pgid: int) -> bool:
     """Whether any non-zombie process is still in the process group."""
+    return _any_alive(2, pgid)
+
+
+def session_alive(sid: int) -> bool:
+    """Whether any non-zombie process is still in the session.
+
+    pyspark's Python worker daemons leave their parent's process group for one of their own,
+    never its session.
+    """
+    return _any_alive(3, sid)
+
+
+def _any_alive(field: int, value: int) -> bool:
+    """Whether a non-zombie process has ``value`` at ``field`` of /proc/<pid>/stat after the name."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -214,7 +228,7 @@ def group_alive(pgid: int) -> bool:
             fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
+        if int(fields[field]) == value and fields[0] != "Z":
             return True
     return False
 

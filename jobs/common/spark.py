@@ -7,6 +7,7 @@ they use the project's Python data source on confluent-kafka and delta-rs (``del
 
 from __future__ import annotations
 
+import atexit
 import fnmatch
 import glob
 import logging
@@ -41,6 +42,7 @@ JVM_NOISE = re.compile(
 KAFKA_JAR_PATTERN = "spark-sql-kafka-0-10_*.jar"
 DELTA_JAR_PATTERN = "delta-spark_*.jar"
 JAVA_MAJOR = 17
+JVM_EXIT_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,30 @@ def build_spark(config: KappaConfig, app_name: str | None = None,
     builder = SparkSession.builder.appName(app_name or config.spark.app_name)
     if config.spark.master.startswith(("local", "spark://", "yarn", "k8s://")):
         builder = builder.master(config.spark.master)
+    settings = session_settings(config, extra_conf)
+    settings |= quiet_settings(settings)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    from pyspark import SparkContext
+
+    starts_jvm = SparkContext._gateway is None
+    with stderr_filtered() if starts_jvm else nullcontext():
+        spark = builder.getOrCreate()
+    atexit.unregister(_release_at_exit)  # once, however many sessions the process builds
+    atexit.register(_release_at_exit)
+    spark.sparkContext.setLogLevel("WARN")
+    backends = choose_backends(config)
+    if backends.kafka == "python":
+        from jobs.common.kafka import register_data_sources
+
+        register_data_sources(spark)
+    logger.info("spark session ready master=%s kafka_backend=%s delta_backend=%s",
+                config.spark.master, backends.kafka, backends.delta)
+    return spark
+
+
+def session_settings(config: KappaConfig, extra_conf: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The Spark settings :func:`build_spark` gives the builder (``spark.conf`` last, so it wins)."""
     settings: dict[str, str] = {
         "spark.sql.shuffle.partitions": str(config.spark.shuffle_partitions),
         "spark.ui.enabled": str(config.spark.ui_enabled).lower(),
@@ -159,23 +185,7 @@ def build_spark(config: KappaConfig, app_name: str | None = None,
         settings |= {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
     settings |= dict(extra_conf or {})
     settings |= {key: str(value) for key, value in config.spark.conf.items()}
-    settings |= quiet_settings(settings)
-    for key, value in settings.items():
-        builder = builder.config(key, value)
-    from pyspark import SparkContext
-
-    starts_jvm = SparkContext._gateway is None
-    with stderr_filtered() if starts_jvm else nullcontext():
-        spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    backends = choose_backends(config)
-    if backends.kafka == "python":
-        from jobs.common.kafka import register_data_sources
-
-        register_data_sources(spark)
-    logger.info("spark session ready master=%s kafka_backend=%s delta_backend=%s",
-                config.spark.master, backends.kafka, backends.delta)
-    return spark
+    return settings
 
 
 def quiet_settings(settings: Mapping[str, str]) -> dict[str, str]:
@@ -243,3 +253,49 @@ def _pass_on(read_end: int, target: int) -> None:
                 out.write(line)
             except OSError:  # the real stderr is gone: keep draining
                 continue
+
+
+def release_spark(timeout_s: float = JVM_EXIT_TIMEOUT_S) -> bool:
+    """Stop this process's SparkContext and wait until the JVM pyspark started for it has exited.
+
+    Without it, pyspark's JVM only notices that its Python driver is gone after the driver has
+    exited (its standard input closes), then stops Spark in its shutdown hooks: the JVM, its
+    Python worker daemons and the Python data source's planner daemons outlive the command by
+    seconds. A command that used Spark calls this before it returns (jobs/cli.py), and
+    :func:`build_spark` registers it to run at the interpreter's exit of any other process (an
+    Airflow task's). Returns whether there was a Spark to release.
+    """
+    if "pyspark" not in sys.modules:
+        return False
+    from pyspark import SparkContext
+
+    context, gateway = SparkContext._active_spark_context, SparkContext._gateway
+    if context is None and gateway is None:
+        return False
+    if context is not None:
+        context.stop()  # stops the Python worker daemons and planner daemons with it
+    process = getattr(gateway, "proc", None)  # set only when pyspark launched the JVM itself
+    if gateway is not None:
+        gateway.shutdown()
+    if process is not None:
+        if process.stdin is not None:
+            process.stdin.close()  # the JVM's gateway server exits when its standard input closes
+        try:
+            process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            logger.warning("the JVM (pid %d) still runs %.0fs after Spark stopped; killing it",
+                           process.pid, timeout_s)
+            process.kill()
+            process.wait()
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    return True
+
+
+def _release_at_exit() -> None:
+    """:func:`release_spark` when the interpreter exits, without py4j's INFO lines.
+
+    The streams a test runner or Airflow gave the logging handlers may be closed by then.
+    """
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    release_spark()

@@ -50,15 +50,13 @@ def load(
     """Load each table from its recorded offsets up to --until; one Delta commit per table."""
     if ctx.invoked_subcommand is not None:
         return
-    from jobs.loader.load import run_load
+    from jobs.common.spark_attach import run_load
     from jobs.loader.offsets import parse_until
-    from jobs.loader.scale import loader_spark
     from jobs.loader.tables import parse_policies, targets
 
     cfg = load_config()
     bound, chosen = parse_until(until), targets(cfg, _names(tables), parse_policies(policy))
-    spark = loader_spark(cfg, app_name="kappa-loader")
-    results = run_load(spark, cfg, chosen, bound, progress)
+    results = run_load(cfg, chosen, bound, progress, app_name="kappa-loader")
     if as_json:
         typer.echo(json.dumps([result.as_dict() for result in results], indent=2))
     else:

@@ -168,7 +168,8 @@ def _check_reachable(cfg, sinks: list[str]) -> None:
 
 
 def _replay_stream(cfg, rng, sinks: list[str]) -> dict[str, Any]:
-    from jobs.streaming.job import RunSpec, run_stream
+    from jobs.common.spark_attach import run_stream
+    from jobs.streaming.job import RunSpec
 
     spec = RunSpec(mode="replay", starting=rng.starting(), ending=rng.ending(), sinks=frozenset(sinks))
     return run_stream(cfg, spec, progress=_say).as_dict()
@@ -176,15 +177,13 @@ def _replay_stream(cfg, rng, sinks: list[str]) -> dict[str, Any]:
 
 def _load_until(cfg, rng) -> list[dict[str, Any]]:
     from jobs.common.errors import KappaError
-    from jobs.loader.load import run_load
+    from jobs.common.spark_attach import run_load
     from jobs.loader.offsets import Until
-    from jobs.loader.scale import loader_spark
     from jobs.loader.tables import targets
 
     chosen = [t for t in targets(cfg) if t.topic == rng.topic]
-    spark = loader_spark(cfg, app_name="kappa-airflow-replay-load")
-    results = [r.as_dict() for r in run_load(spark, cfg, chosen, Until("offsets", offsets={
-        rng.topic: dict(rng.end)}), _say)]
+    results = [r.as_dict() for r in run_load(cfg, chosen, Until("offsets", offsets={
+        rng.topic: dict(rng.end)}), _say, app_name="kappa-airflow-replay-load")]
     failed = [r for r in results if r["outcome"] in ("error", "conflict", "failed_quality")]
     if failed:
         raise KappaError(f"load failed: {failed}; see docs/runbooks/loader.md")
@@ -194,14 +193,13 @@ def _load_until(cfg, rng) -> list[dict[str, Any]]:
 def load_tables(tables: list[str] | None = None) -> list[dict[str, Any]]:
     """``kafka_to_delta``: ``kappa load`` (every enabled table up to the latest offsets)."""
     from jobs.common.errors import KappaError
-    from jobs.loader.load import run_load
+    from jobs.common.spark_attach import run_load
     from jobs.loader.offsets import parse_until
-    from jobs.loader.scale import loader_spark
     from jobs.loader.tables import targets
 
     cfg = _config()
-    spark = loader_spark(cfg, app_name="kappa-airflow-load")
-    results = [r.as_dict() for r in run_load(spark, cfg, targets(cfg, tables), parse_until(None), _say)]
+    results = [r.as_dict() for r in run_load(cfg, targets(cfg, tables), parse_until(None), _say,
+                                             app_name="kappa-airflow-load")]
     failed = [r for r in results if r["outcome"] in ("error", "conflict", "failed_quality")]
     if failed:
         raise KappaError(f"load failed for {[r['table'] for r in failed]}: {failed}; see "

@@ -104,7 +104,8 @@ def run(
 ) -> None:
     """Run the RSVP job: live until SIGTERM (stops after the current batch), or replay a range."""
     from jobs.common.processes import register_process
-    from jobs.streaming.job import RunSpec, run_stream
+    from jobs.common.spark_attach import run_stream
+    from jobs.streaming.job import RunSpec
 
     if mode not in ("live", "replay"):
         raise ConfigError(f"--mode {mode!r}: choose live or replay")

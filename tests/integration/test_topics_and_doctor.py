@@ -52,6 +52,7 @@ def test_doctor_explains_backends_and_versions(run_kappa):
     assert checks["delta backend"]["detail"].startswith("deltalake: no delta-spark jar")
     assert '"17.' in checks["java"]["detail"]
     assert checks["python"]["detail"].startswith("3.11")
+    assert checks["spark service"]["detail"].startswith("cold: no Spark service is up")
     assert report["versions"]["pyspark"] == "4.2.0"
 
 

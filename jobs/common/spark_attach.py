@@ -1,0 +1,169 @@
+"""Run a replay or a load on the Spark service when it is up, else on a cold local Spark.
+
+:func:`run_stream` and :func:`run_load` are what the CLI (``kappa stream run --mode replay``,
+``kappa load``) and the Airflow tasks call: each asks the service (jobs/common/spark_service.py)
+to run the job and relays its progress lines and result, or, when no service is up, it is off
+(``KAPPA_SPARK_SERVICE=off``) or it refuses the run (other Spark settings, changed code), runs
+the job here exactly as before, on a Spark started for this process. :func:`choose` tells which
+one a run would use and why (``kappa doctor``). A live run always starts its own Spark.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from multiprocessing.connection import Client, Connection
+from typing import Any
+
+from jobs.common.config import KappaConfig
+from jobs.common.errors import KappaError
+from jobs.common.spark_state import ServiceState, read_state
+
+logger = logging.getLogger(__name__)
+
+OFF_ENV = "KAPPA_SPARK_SERVICE"
+OFF_VALUES = ("off", "0", "false", "no")
+COLD = object()
+"""What :func:`run_on_service` returns when the run is to start its own Spark."""
+
+
+class SparkServiceError(KappaError):
+    """The Spark service failed the job, or stopped while it ran."""
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Which Spark a run uses: the service (``attach``) or a cold local one, and why."""
+
+    attach: bool
+    reason: str
+    info: dict[str, Any] | None = None
+
+
+def choose(cfg: KappaConfig, op: str = "stream", extra_conf: dict[str, str] | None = None) -> Choice:
+    """Whether a run of ``op`` with ``cfg`` would attach to the service (it is asked), and why."""
+    if os.environ.get(OFF_ENV, "").lower() in OFF_VALUES:
+        return Choice(False, f"{OFF_ENV}={os.environ[OFF_ENV]}: every run starts its own local Spark")
+    state = read_state(cfg)
+    if state is None:
+        return Choice(False, "no Spark service is up (`kappa spark up` keeps one): each run starts "
+                             "a cold local Spark")
+    where = f"Spark service pid {state.pid} at 127.0.0.1:{state.port}"
+    try:
+        with _connect(state) as conn:
+            conn.send(("ping", cfg, {"extra_conf": extra_conf or {}}))
+            answer = conn.recv()
+    except (OSError, EOFError) as exc:
+        return Choice(False, f"{where} does not answer ({exc}): each run starts a cold local Spark")
+    if answer[0] != "ok":
+        return Choice(False, f"{where} refuses: {answer[1]}; each run starts a cold local Spark")
+    return Choice(True, f"{where} (master {state.master}, up {time.time() - state.started_at:.0f} s): "
+                        "replays and loads attach to it", answer[1])
+
+
+def run_stream(cfg: KappaConfig, spec, progress: Callable[[str], None]):
+    """``jobs.streaming.job.run_stream``: a replay on the service when it is up, else here."""
+    from jobs.streaming.job import run_stream as run_here
+
+    if spec.mode == "replay":
+        result = run_on_service(cfg, "stream", {"spec": spec, "query_name": spec.query_name(cfg)},
+                                progress)
+        if result is not COLD:
+            return result
+    return run_here(cfg, spec, progress=progress)
+
+
+def run_load(cfg: KappaConfig, chosen: list, bound, progress: Callable[[str], None],
+             app_name: str = "kappa-loader") -> list:
+    """``jobs.loader.load.run_load`` on the service when it is up, else on a Spark of this process."""
+    from jobs.loader.load import run_load as run_here
+    from jobs.loader.scale import loader_spark, worker_conf
+
+    result = run_on_service(cfg, "load", {"targets": chosen, "bound": bound, "app_name": app_name,
+                                          "extra_conf": worker_conf(cfg)}, progress)
+    if result is not COLD:
+        return result
+    return run_here(loader_spark(cfg, app_name=app_name), cfg, chosen, bound, progress)
+
+
+def run_on_service(cfg: KappaConfig, op: str, args: dict[str, Any],
+                   progress: Callable[[str], None]) -> Any:
+    """Run ``op`` on the service and return its result; :data:`COLD` when it cannot."""
+    if os.environ.get(OFF_ENV, "").lower() in OFF_VALUES:
+        progress(f"spark: a cold local Spark ({OFF_ENV}={os.environ[OFF_ENV]})")
+        return COLD
+    state = read_state(cfg)
+    if state is None:
+        progress("spark: a cold local Spark (no Spark service is up; `kappa spark up` keeps one)")
+        return COLD
+    try:
+        conn = _connect(state)
+    except OSError as exc:
+        progress(f"spark: a cold local Spark (the Spark service pid {state.pid} does not answer: {exc})")
+        return COLD
+    with conn, _relay_stop(conn):
+        conn.send((op, cfg, args))
+        return _follow(conn, state, progress)
+
+
+def _follow(conn: Connection, state: ServiceState, progress: Callable[[str], None]) -> Any:
+    accepted = False
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            if not accepted:
+                progress(f"spark: a cold local Spark (the Spark service pid {state.pid} closed the "
+                         "connection)")
+                return COLD
+            raise SparkServiceError(
+                f"the Spark service (pid {state.pid}) went away during the run; the job stopped at a "
+                "consistent point: run it again to resume (docs/runbooks/spark.md)") from None
+        kind = message[0]
+        if kind == "refused":
+            progress(f"spark: a cold local Spark (the Spark service refuses: {message[1]})")
+            return COLD
+        if kind == "accepted":
+            accepted = True
+            progress(f"spark: attached to the Spark service pid {state.pid} (127.0.0.1:{state.port})")
+        elif kind == "progress":
+            progress(message[1])
+        elif kind == "done":
+            return message[1]
+        elif kind == "error":
+            error = SparkServiceError(message[1])
+            error.exit_code = message[2]
+            raise error
+
+
+@contextmanager
+def _relay_stop(conn: Connection) -> Iterator[None]:
+    """SIGTERM/SIGINT of this process ask the service to stop the job as they would stop it here."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def relay(signum, frame) -> None:
+        del frame
+        logger.info("signal %d: asking the Spark service to stop the job", signum)
+        try:
+            conn.send(("stop",))
+        except OSError:
+            pass
+
+    previous = {sig: signal.signal(sig, relay) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _connect(state: ServiceState) -> Connection:
+    return Client(("127.0.0.1", state.port), authkey=bytes.fromhex(state.authkey))

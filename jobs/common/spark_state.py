@@ -1,0 +1,72 @@
+"""Where the Spark service (jobs/common/spark_service.py) says how to reach it, and its code version.
+
+``<stack.data_dir>/run/spark-service.json`` (0600) holds the service's pid, loopback port, the
+random key a client proves it knows, and the version of the code it runs; the service also
+registers itself as ``spark`` in the platform's process registry (jobs/common/processes.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from jobs.common.config import PROJECT_ROOT, KappaConfig
+from jobs.common.processes import alive, cmdline, run_dir
+
+NAME = "spark"
+STATE_FILE = "spark-service.json"
+MODULE = "jobs.common.spark_service"
+
+
+@dataclass(frozen=True)
+class ServiceState:
+    """What a client needs to reach the service (its state file)."""
+
+    pid: int
+    port: int
+    authkey: str
+    master: str
+    code: str
+    started_at: float
+
+
+def state_path(cfg: KappaConfig) -> Path:
+    """``<stack.data_dir>/run/spark-service.json``."""
+    return run_dir(cfg) / STATE_FILE
+
+
+def log_path(cfg: KappaConfig) -> Path:
+    """``<stack.data_dir>/logs/spark.log``, beside the embedded services' logs."""
+    return Path(cfg.stack.data_dir) / "logs" / "spark.log"
+
+
+def code_version(root: Path = PROJECT_ROOT / "jobs") -> str:
+    """A digest of the ``jobs`` package's sources (path, size, mtime): changes when code changes."""
+    digest = hashlib.sha1()
+    for path in sorted(root.rglob("*.py")):
+        stat = path.stat()
+        digest.update(f"{path.relative_to(root)}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+def write_state(path: Path, state: ServiceState) -> None:
+    """Write the state file whole (a temporary file renamed), readable by its owner only."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    partial.touch(mode=0o600)
+    partial.write_text(json.dumps(state.__dict__) + "\n")
+    partial.replace(path)
+
+
+def read_state(cfg: KappaConfig) -> ServiceState | None:
+    """The service's state file, when the process that wrote it still runs the service."""
+    try:
+        state = ServiceState(**json.loads(state_path(cfg).read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+    if not alive(state.pid) or MODULE not in cmdline(state.pid):
+        return None
+    return state
