@@ -19,7 +19,7 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 
 from jobs.common.config import KappaConfig
-from jobs.common.errors import KappaError
+from jobs.common.errors import ConfigError
 from jobs.common.kafka.client import consumer_config
 
 Partition = tuple[str, int]
@@ -29,10 +29,8 @@ REMEDY = ("replay from the fence instead (`--from earliest`: records below the f
           "new Redis prefix (docs/runbooks/redis-lost.md)")
 
 
-class FenceGapError(KappaError):
-    """Applying would move a fence past offsets it never applied."""
-
-    exit_code = 2
+class FenceGapError(ConfigError):
+    """Applying would move a fence past offsets it never applied (a range to fix, exit 2: no retry)."""
 
 
 def check_replay_start(cfg: KappaConfig, starting: Any, fence: Mapping[Partition, int]) -> None:

@@ -185,13 +185,18 @@ def test_replay_of_one_interval_twice_leaves_every_sink_identical(airflow_db, pl
     _produce(cfg, start_ms + HOUR_MS, 30, 1000, seed=3)      # the hour after: not in the interval
     conf = {"sinks": ["redis", "kafka", "delta"], "dry_run": False}
 
+    # the hour before first: a replay into Redis never starts beyond its fence (no silent gap)
+    state, tasks, _ = _run_replay(hour - timedelta(hours=1), conf)
+    assert state == "success", tasks
+    before = _totals(redis_client, cfg)["input"]
+    assert before == 30
     state, tasks, first_s = _run_replay(hour, conf)
     assert state == "success", tasks
     redis_after_first = _redis_snapshot(redis_client, cfg.streaming.redis_prefix)
     positions_first = sorted(set(_analyzed_positions(cfg)))
     delta_first = _delta_rows(cfg)
     totals = _totals(redis_client, cfg)
-    assert totals["input"] == 240, totals                   # exactly the interval, nothing around it
+    assert totals["input"] - before == 240, totals          # exactly the interval, nothing after it
     assert len(positions_first) == totals["valid"] > 0
     # delta: the loader up to the interval's end (rows before the range are loaded too: no gap)
     assert delta_first == 30 + 240
