@@ -4,8 +4,9 @@ three-date backfill run twice gives identical tables and one replace per partiti
 late record loaded later names its date in the load's Asset extra and that date is recomputed.
 
 The streaming job's per-record decisions are made here with its own plain-Python functions
-(``validate.parse``, ``records.analyzed``) and a watermark 60 s behind the largest event time
-seen before each record; the lake only ever sees what those topics hold.
+(``validate.parse``, ``records.analyzed``) and the stream-time rule (late: more than 60 s behind
+the largest valid event time before the record in its partition); the lake only ever sees what
+those topics hold.
 """
 
 from __future__ import annotations
@@ -58,8 +59,8 @@ def _stream(lines: list[bytes], topic: str):
             headers = dead_letter_headers(reason, topic, 0, offset, len(line))
             dead.append((line, kafka_ms, reason, headers))
             continue
-        watermark = None if max_event_ms is None else max_event_ms - WATERMARK_MS
-        good.append((analyzed(record, topic, 0, offset, kafka_ms, watermark_ms=watermark), kafka_ms))
+        late = max_event_ms is not None and record.mtime < max_event_ms - WATERMARK_MS
+        good.append((analyzed(record, topic, 0, offset, kafka_ms, late=late), kafka_ms))
         max_event_ms = max(max_event_ms or record.mtime, record.mtime)
     return good, dead
 
