@@ -6,8 +6,8 @@ the summaries would be short for good, with nothing to say so. Two checks refuse
 
 - :func:`check_replay_start`, before Spark starts: a new run's start offsets against the fence
   (or, where the fence has no offset yet, the earliest retained offset);
-- :func:`check_batch_start`, per batch on the driver: the first offset a batch applies of each
-  partition against the fence it read.
+- :func:`check_batch_start`, per batch on the driver: the first offset applied to a partition
+  the fence has no offset for yet, against the partition's earliest retained offset.
 """
 
 from __future__ import annotations
