@@ -6,6 +6,7 @@ CHECKOV_VENV := .venv-checkov
 UV_VERSION := 0.13.9
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
+PYTEST_WORKERS ?= 2  # test files run in this many pytest-xdist workers (each its own stack and Spark)
 
 .PHONY: setup test test-unit test-integration demo lint lock bench clean help
 
@@ -31,7 +32,7 @@ $(CHECKOV_VENV)/.installed: requirements/checkov-lock.txt $(VENV)/.installed
 	@touch $@
 
 test: setup lint  ## Run the linters, then the whole suite (unit, integration, infra) from nothing
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-unit: setup  ## Only the fast unit tests
 	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
