@@ -19,6 +19,13 @@ import pytest
 from jobs.common.config import KappaConfig, load_config
 
 REPO = Path(__file__).resolve().parents[1]
+
+# A pytest-xdist worker's __main__ (execnet) has neither a spec nor a file, which pyspark's
+# Connect package (imported by great_expectations) takes for a doctest run and answers with
+# sys.exit(0). Name it as the interpreter's own main module would be.
+_main = sys.modules["__main__"]
+if getattr(_main, "__spec__", None) is None and not hasattr(_main, "__file__"):
+    _main.__file__ = "<pytest-xdist worker>"
 KAPPA = [sys.executable, "-m", "jobs.cli"]
 
 

@@ -96,11 +96,12 @@ def run_on_service(cfg: KappaConfig, op: str, args: dict[str, Any],
                    progress: Callable[[str], None]) -> Any:
     """Run ``op`` on the service and return its result; :data:`COLD` when it cannot."""
     if os.environ.get(OFF_ENV, "").lower() in OFF_VALUES:
-        progress(f"spark: a cold local Spark ({OFF_ENV}={os.environ[OFF_ENV]})")
+        logger.info("spark: a cold local Spark (%s=%s)", OFF_ENV, os.environ[OFF_ENV])
         return COLD
     state = read_state(cfg)
     if state is None:
-        progress("spark: a cold local Spark (no Spark service is up; `kappa spark up` keeps one)")
+        # the default path says nothing (-v logs it): an operator's error stays one line
+        logger.info("spark: a cold local Spark (no Spark service is up; `kappa spark up` keeps one)")
         return COLD
     try:
         conn = _connect(state)
