@@ -70,18 +70,23 @@ def topic_daily(silver: DataFrame) -> DataFrame:
     return grouped.select(*TOPIC_DAILY_COLUMNS[:-1], F.rank().over(by_day).cast("int").alias("rank"))
 
 
+def valid_deliveries(bronze: DataFrame, dlq: DataFrame) -> DataFrame:
+    """The bronze rows whose Kafka position ``ops.dlq`` does not name (the valid deliveries)."""
+    dead = dlq.select(
+        F.col("source_topic").alias("kafka_topic"),
+        F.col("source_partition").cast("int").alias("kafka_partition"),
+        F.col("source_offset").cast("long").alias("kafka_offset"),
+    ).where(F.col("kafka_offset").isNotNull()).distinct()
+    return bronze.join(dead, ["kafka_topic", "kafka_partition", "kafka_offset"], "left_anti")
+
+
 def delivered_rows(bronze: DataFrame, dlq: DataFrame) -> DataFrame:
     """Every valid delivered record (bronze rows the streaming job did not dead-letter).
 
     A record sent twice sits at two offsets and stays twice: the counting rule of the live
     views (docs/streaming.md "What counts").
     """
-    dead = dlq.select(
-        F.col("source_topic").alias("kafka_topic"),
-        F.col("source_partition").cast("int").alias("kafka_partition"),
-        F.col("source_offset").cast("long").alias("kafka_offset"),
-    ).where(F.col("kafka_offset").isNotNull()).distinct()
-    valid = bronze.join(dead, ["kafka_topic", "kafka_partition", "kafka_offset"], "left_anti")
+    valid = valid_deliveries(bronze, dlq)
     text = F.col("value")
     return valid.select(
         "event_date",

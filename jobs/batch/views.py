@@ -13,18 +13,15 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from jobs.batch.transforms import valid_deliveries
+
 DELIVERY_COLUMNS = ("event_time_ms", "event_id", "response", "guests", "member_id", "topics", "city",
                     "late")
 
 
 def deliveries(bronze: DataFrame, dlq: DataFrame, silver: DataFrame) -> DataFrame:
     """One row per valid delivered record, with the analyzed fields of its RSVP."""
-    dead = dlq.select(
-        F.col("source_topic").alias("kafka_topic"),
-        F.col("source_partition").cast("int").alias("kafka_partition"),
-        F.col("source_offset").cast("long").alias("kafka_offset"),
-    ).where(F.col("kafka_offset").isNotNull()).distinct()
-    valid = bronze.join(dead, ["kafka_topic", "kafka_partition", "kafka_offset"], "left_anti")
+    valid = valid_deliveries(bronze, dlq)
     analyzed = silver.select("rsvp_id", *DELIVERY_COLUMNS)
     return valid.select("rsvp_id").join(analyzed, "rsvp_id").select(*DELIVERY_COLUMNS)
 

@@ -66,7 +66,7 @@ def service_environment() -> dict[str, str]:
 
 def ensure_streaming(query: str | None = None) -> dict[str, Any]:
     """Start ``kappa stream run --mode live`` if no process holds the query's lock; idempotent."""
-    from jobs.common.config import PROJECT_ROOT, load_config
+    from jobs.common.config import load_config
 
     cfg = load_config()
     name, _ = _query(cfg, query)
@@ -74,11 +74,21 @@ def ensure_streaming(query: str | None = None) -> dict[str, Any]:
     if pid:
         logger.info("streaming query=%s already runs pid=%d", name, pid)
         return {"query": name, "pid": pid, "started": False}
+    pid, log = start_live(cfg, name, ["--query", query] if query else [])
+    return {"query": name, "pid": pid, "started": True, "log": str(log)}
+
+
+def start_live(cfg, name: str, args: list[str]) -> tuple[int, Path]:
+    """Start ``kappa stream run --mode live <args>`` detached; its pid and log once it holds the lock.
+
+    The lock is query ``name``'s. Its own session and no Airflow instance marker: the job outlives
+    its caller (a DAG task, ``kappa reprocess start``) and ``kappa airflow down``.
+    """
+    from jobs.common.config import PROJECT_ROOT
+
     log = Path(cfg.stack.data_dir) / "logs" / f"stream-{name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "jobs.cli", "stream", "run", "--mode", "live"]
-    if query:
-        command += ["--query", query]
+    command = [sys.executable, "-m", "jobs.cli", "stream", "run", "--mode", "live", *args]
     with log.open("ab") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    start_new_session=True, cwd=PROJECT_ROOT, env=service_environment())
@@ -86,12 +96,13 @@ def ensure_streaming(query: str | None = None) -> dict[str, Any]:
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise KappaError(f"`{' '.join(command[2:])}` exited with {process.returncode} during start; "
-                             f"see {log}")
+            tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:])
+            raise KappaError(f"`{' '.join(command[2:])}` exited with {process.returncode} during start: "
+                             f"{tail} (see {log})")
         if running_pid(cfg, name) == process.pid:
             time.sleep(SETTLE_S)
             if process.poll() is None:
-                return {"query": name, "pid": process.pid, "started": True, "log": str(log)}
+                return process.pid, log
         time.sleep(0.5)
     raise KappaError(f"streaming query {name} did not take its lock within {START_TIMEOUT_S:.0f}s; "
                      f"see {log}")

@@ -13,8 +13,6 @@ import logging
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,14 +20,13 @@ from typing import Any
 
 import redis
 
-from jobs.common.config import PROJECT_ROOT, KappaConfig
+from jobs.common.config import KappaConfig
 from jobs.common.errors import ConfigError, KappaError
 from jobs.common.views import BUILDING, RETIRED, read_views, record_version, switch_current, version_config
 
 logger = logging.getLogger(__name__)
 
 Progress = Callable[[str], None]
-START_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 120.0
 
 
@@ -81,24 +78,12 @@ def start(base: KappaConfig, version: int, progress: Progress) -> dict[str, Any]
 
 
 def _spawn(cfg: KappaConfig, version: int, progress: Progress) -> int:
-    log = Path(cfg.stack.data_dir) / "logs" / f"stream-{cfg.streaming.query_name}.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "jobs.cli", "stream", "run", "--mode", "live", "--version", str(version)]
-    with log.open("ab") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   start_new_session=True, cwd=PROJECT_ROOT)
-    progress(f"version {version}: job started (pid {process.pid}, log {log}), waiting for its lock")
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            tail = log.read_text(errors="replace").strip().splitlines()[-3:]
-            raise ReprocessError(f"version {version}'s job exited with {process.returncode} during start: "
-                                 f"{' | '.join(tail)} (log {log})")
-        if job_pid(cfg) == process.pid:
-            return process.pid
-        time.sleep(0.5)
-    raise ReprocessError(f"version {version}'s job did not take its lock in {START_TIMEOUT_S:.0f} s; "
-                         f"see {log}")
+    from jobs.orchestration.streaming import start_live
+
+    progress(f"version {version}: starting its job, waiting for its lock")
+    pid, log = start_live(cfg, cfg.streaming.query_name, ["--version", str(version)])
+    progress(f"version {version}: job runs (pid {pid}, log {log})")
+    return pid
 
 
 def version_status(base: KappaConfig, version: int, state: str) -> dict[str, Any]:
