@@ -33,9 +33,8 @@ RECONCILIATION_TABLE = "ops.reconciliation"
 HLL_STANDARD_ERROR = 0.0081
 HLL_BOUND_ERRORS = 3
 EXACT, APPROXIMATE = ("city_window", "event", "topic"), ("members_window",)
-RSVP_COLUMNS = ("event_date date, rsvp_id long, event_time_ms long, event_id string, response string, "
-                "guests long, member_id long, topics array<string>, city string, late boolean")
-DELIVERED_COLUMNS = ("event_date date, rsvp_id long, kafka_topic string, kafka_partition int, "
+RSVP_COLUMNS = "rsvp_id long, event_id string, member_id long, topics array<string>, city string"
+DELIVERED_COLUMNS = ("rsvp_id long, mtime long, value string, kafka_topic string, kafka_partition int, "
                      "kafka_offset long")
 WINDOWED = ("city_window", "members_window")
 
@@ -148,24 +147,28 @@ def _span(dates: list[date] | None) -> tuple[int, int] | None:
 
 def lake_views(spark: SparkSession, cfg: KappaConfig, dates: list[date] | None, report: ReconcileReport,
                progress: Callable[[str], None]) -> Views:
-    """The views recomputed from one snapshot of bronze, silver and ops.dlq."""
+    """The views recomputed from one snapshot of bronze, silver and ops.dlq.
+
+    Every partition of each is read, also for ``dates``: a delivery's ``late`` flag depends on
+    every delivery before it in its Kafka partition, and its RSVP's silver row may lie on
+    another date (a later version); ``dates`` only narrow the windows compared.
+    """
     from jobs.batch import views
     from jobs.batch.jobs import BRONZE, DLQ, DLQ_POSITIONS, SILVER, Source
     from jobs.batch.lake import read_source, snapshot_at
     from jobs.common.delta import table_uri
 
-    column = None if dates is None else "event_date"
     frames = {}
-    for source in (Source(SILVER, RSVP_COLUMNS, column), Source(BRONZE, DELIVERED_COLUMNS, column),
+    for source in (Source(SILVER, RSVP_COLUMNS, None), Source(BRONZE, DELIVERED_COLUMNS, None),
                    Source(DLQ, DLQ_POSITIONS, None)):
         uri = table_uri(cfg.lake.root, source.table)
         snapshot = snapshot_at(uri, None)
         report.source_versions[source.table] = None if snapshot is None else snapshot.version()
-        frames[source.table], count = read_source(spark, uri, snapshot, source, dates or [])
+        frames[source.table], count = read_source(spark, uri, snapshot, source, [])
         progress(f"reconcile: {source.table} at version {report.source_versions[source.table]}: {count} rows")
-    rows = views.deliveries(frames[BRONZE], frames[DLQ], frames[SILVER]).cache()
+    streaming = cfg.streaming
+    rows = views.deliveries(frames[BRONZE], frames[DLQ], frames[SILVER], streaming.watermark_s * 1000).cache()
     try:
-        streaming = cfg.streaming
         lake: Views = {
             "city_window": {f"city_window/{r.window_start_ms}/{r.city}": r["count"] for r in
                             views.city_windows(rows, streaming.city_window_s * 1000).collect()},

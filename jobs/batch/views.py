@@ -3,27 +3,47 @@
 The live views (Redis, docs/streaming.md "Redis keys") count every delivered valid record by its
 Kafka position; windowed views only records that were on time. The lake holds every delivered
 record in ``bronze.rsvps_raw`` (dead letters removed by their position) and one analyzed row
-per ``rsvp_id`` in ``silver.rsvps``, which carries the ``late`` flag the streaming job
-decided: each delivery takes its RSVP's silver row (its city, member, topics, event and flag).
-Lateness is read, never decided again here.
+per ``rsvp_id`` in ``silver.rsvps``. A delivery's own bytes give what can differ between the
+deliveries of one RSVP (its event time, response and guests), and whether it was late is its
+own too: two copies of an RSVP delivered minutes apart can be on time and late, while silver
+keeps the flag of one. So each delivery's flag follows the stream-time rule (docs/streaming.md
+"Late records: stream time") over the valid deliveries of its Kafka partition in offset order,
+a pure function of the log that bronze holds whole; what every delivery of an RSVP shares (its
+event, member, topics, normalized city) comes from its silver row.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from jobs.batch.transforms import valid_deliveries
 
 DELIVERY_COLUMNS = ("event_time_ms", "event_id", "response", "guests", "member_id", "topics", "city",
                     "late")
+SHARED_COLUMNS = ("event_id", "member_id", "topics", "city")   # the same in every delivery of an RSVP
 
 
-def deliveries(bronze: DataFrame, dlq: DataFrame, silver: DataFrame) -> DataFrame:
-    """One row per valid delivered record, with the analyzed fields of its RSVP."""
+def deliveries(bronze: DataFrame, dlq: DataFrame, silver: DataFrame, grace_ms: int) -> DataFrame:
+    """One row per valid delivered record, with its own fields and its RSVP's shared ones.
+
+    Its own: event time, response, guests and ``late`` (``mtime`` more than ``grace_ms`` below
+    the largest ``mtime`` of the valid deliveries before it in its partition). ``bronze`` needs
+    every delivery of the partitions (not only those of some dates): the stream time at a
+    record depends on all records before it.
+    """
     valid = valid_deliveries(bronze, dlq)
-    analyzed = silver.select("rsvp_id", *DELIVERY_COLUMNS)
-    return valid.select("rsvp_id").join(analyzed, "rsvp_id").select(*DELIVERY_COLUMNS)
+    before = (Window.partitionBy("kafka_topic", "kafka_partition").orderBy("kafka_offset")
+              .rowsBetween(Window.unboundedPreceding, -1))
+    stream_ms = F.max("mtime").over(before)
+    own = valid.select(
+        "rsvp_id",
+        F.col("mtime").alias("event_time_ms"),
+        F.get_json_object("value", "$.response").alias("response"),
+        F.coalesce(F.get_json_object("value", "$.guests").try_cast("long"), F.lit(0)).alias("guests"),
+        F.coalesce(F.col("mtime") < stream_ms - F.lit(grace_ms), F.lit(False)).alias("late"),
+    )
+    return own.join(silver.select("rsvp_id", *SHARED_COLUMNS), "rsvp_id").select(*DELIVERY_COLUMNS)
 
 
 def _window(size_ms: int):

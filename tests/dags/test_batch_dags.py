@@ -94,17 +94,31 @@ def test_kafka_to_delta_names_the_dates_each_load_changed_in_its_asset_event(
 
 
 @pytest.mark.slow
-def test_reconcile_fails_unretried_with_one_alert_on_a_drift(airflow_db, platform, redis_client):  # noqa: F811
+def test_reconcile_fails_unretried_with_one_alert_on_a_drift(airflow_db, platform, redis_client, spark,  # noqa: F811
+                                                             tmp_path):
     import json
 
-    from tests.integration.batch.test_reconcile import seed
+    from tests.integration.batch.expected import live_views, rsvp_lines, stream, two_days_before
+    from tests.integration.batch.pipeline import PARTITIONS, Platform, loader_tables
 
     cfg = platform
-    seed(cfg.lake.root, cfg.streaming.redis_prefix, redis_client)
-    redis_client.delete(f"{cfg.streaming.redis_prefix}:event:e1")
+    topics = {key: getattr(cfg.streaming, key) for key in PARTITIONS}
+    env = {key: value for key, value in os.environ.items() if key.startswith("KAPPA_")}
+    real = Platform({**env, "KAPPA_LOADER__TABLES": loader_tables(topics)}, tmp_path / "platform")
+    real.collect([line.value for line in rsvp_lines(120, *two_days_before(datetime.now(UTC).date()))])
+    real.stream()
+    real.load(spark)
+    views = live_views(stream(real.read("source_topic"))[0])
+    city_key, event_key = min(views["city_window"]), min(views["event"])
+    _, start, city = city_key.split("/", 2)
+    prefix = cfg.streaming.redis_prefix
+    redis_client.hset(f"{prefix}:cities:{start}", city, views["city_window"][city_key] + 5)
+    redis_client.delete(f"{prefix}:event:{event_key.split('/', 1)[1]}")
     state, tasks, _ = _run("reconcile")
     assert (state, tasks) == ("failed", {"compare_views": "failed"})
     alerts = [json.loads(message.value()) for message in _read_all(cfg, cfg.streaming.errors_topic)]
     assert [(alert["dag_id"], alert["task_id"], alert["try_number"]) for alert in alerts] == [
         ("reconcile", "compare_views", 1)]
-    assert "ViewsDrift" in alerts[0]["error"] and "event/e1" in alerts[0]["error"]
+    error = alerts[0]["error"]
+    assert "ViewsDrift: 2 live view key(s)" in error, error
+    assert f"redis:{city_key}" in error and f"redis:{event_key}" in error, error
