@@ -35,6 +35,7 @@ from jobs.streaming.redis_sink import RedisSummarySink
 from jobs.streaming.validate import Rules, parse
 
 RAW = "bench.raw"
+SLOWLOG_US = 1000
 
 
 def free_port() -> int:
@@ -86,9 +87,10 @@ def run_chunk_size(cfg, port: int, batches: list[list[dict[str, Any]]], chunk_ar
                                                    "streaming": s}))
     sink._apply = FencedApply(sink.client, sink.keys.fence, chunk_args or 10**12)
     admin = redis.Redis(port=port)
-    admin.config_set("slowlog-log-slower-than", 0)
-    admin.config_set("slowlog-max-len", 1_000_000)
+    admin.config_set("slowlog-log-slower-than", SLOWLOG_US)  # 0 would log every command inside the
+    admin.config_set("slowlog-max-len", 100_000)            # scripts too, and slow Redis down with it
     admin.slowlog_reset()
+    admin.config_resetstat()
     stop, out = multiprocessing.Event(), multiprocessing.Queue()
     reader = multiprocessing.Process(target=read_loop, args=(port, f"{prefix}:totals", stop, out))
     reader.start()
@@ -103,13 +105,17 @@ def run_chunk_size(cfg, port: int, batches: list[list[dict[str, Any]]], chunk_ar
     stop.set()
     latencies, refused = out.get(timeout=60)
     reader.join()
-    slow = admin.slowlog_get(-1)  # every command: the threshold is 0 for the run
+    slow = admin.slowlog_get(-1)
     longest = max((entry["duration"] for entry in slow), default=0) / 1000
-    calls = sum(1 for entry in slow if b"EVALSHA" in bytes(entry["command"])[:16])
+    stats = admin.info("commandstats")
+    calls = stats.get("cmdstat_evalsha", {}).get("calls", 0)
+    script_s = stats.get("cmdstat_evalsha", {}).get("usec", 0) / 1e6
     sink.close()
     return {"chunk_args": chunk_args or "one call per batch", "apply_s": times,
             "increments_per_s": round(ops / sum(times)), "increment_rows_per_batch": ops // len(batches),
-            "script_calls": calls, "longest_command_ms": round(longest, 1),
+            "script_calls": calls, "script_s_in_redis": round(script_s, 3),
+            "longest_command_ms": round(longest, 1) if slow else f"< {SLOWLOG_US / 1000}",
+            "commands_over_1ms": len(slow),
             "reader_ms": {"p50": percentile(latencies, 0.5), "p99": percentile(latencies, 0.99),
                           "max": round(max(latencies, default=0), 1), "reads": len(latencies),
                           "refused_busy": refused}}

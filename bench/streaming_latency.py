@@ -119,19 +119,21 @@ def _visible(events: list[tuple[int, int, float]], samples: list[tuple[float, di
     return out
 
 
-def _paced(props: dict[str, str], topic: str, rate: float, seconds: float
+def _paced(props: dict[str, str], topic: str, rate: float, seconds: float,
+           stop: threading.Event | None = None, sent: list[tuple[int, int, float]] | None = None,
            ) -> list[tuple[int, int, float]]:
-    """Produce generated RSVPs at ``rate``/s; return (partition, offset, produce time) each."""
+    """Produce generated RSVPs at ``rate``/s for ``seconds`` (or until ``stop``); return
+    (partition, offset, produce time) each (appended to ``sent`` as they are acknowledged)."""
     # every delivery reported: the sink's config reports only failures, which left this empty
     producer = Producer({**producer_config(props), "delivery.report.only.error": False})
-    sent: list[tuple[int, int, float]] = []
+    sent = [] if sent is None else sent
     lines = (g.line for g in RsvpGenerator(seed=4, faults=FAULTS,
                                            start_ms=int(time.time() * 1000)).generate())
     began = time.time()
     index = 0
     while True:
         now = time.time()
-        if now - began >= seconds:
+        if now - began >= seconds or (stop is not None and stop.is_set()):
             break
         due = int((now - began) * rate)
         while index < due:

@@ -1,108 +1,44 @@
-"""The fenced apply of the Redis summaries: one Lua script call per batch (docs/streaming.md, "The fence").
+"""The fenced apply of the Redis summaries (docs/streaming.md, "The fence").
 
-The script checks that the fence still holds what the batch read, makes every write of the batch,
-then moves the fence. Redis runs a script alone, from its first command to its last, so a batch
-is applied entirely or not at all, and a batch replayed after a crash (same offsets) applies
-nothing. The writes travel as one JSON document (:class:`ScriptOps`), not as a pipeline of
-commands that redis-py would encode and whose replies it would parse one by one; so do the reads
-of what the batch changed (the summaries published to rsvps.summaries), made by the same call
-after the writes, their replies returned in one array.
+A batch's writes go to Redis in chunks, each one ``MULTI``/``EXEC`` transaction guarded by a
+``WATCH`` of the fence hash: before a chunk the fence is read and checked (the first chunk: it
+still holds the offsets the batch was counted against; later chunks: it names this batch and
+this chunk as the next), and the chunk's transaction moves it on (the last chunk: to the batch's
+new offsets). Redis runs a transaction alone, and refuses it when another client touched the
+fence since the check, so each chunk is made once or not at all, a batch resumed after a crash
+skips the chunks already made, and a batch replayed after it was applied (same offsets) makes
+nothing. The commands are sent as RESP bytes (:mod:`jobs.streaming.resp`); the reads of what the
+batch changed (the summaries published to rsvps.summaries) go in the last transaction, after the
+fence moved, or as a pipeline after it when there are many.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
+import hiredis
 import redis
 
 from jobs.common.errors import KappaError
+from jobs.streaming.resp import EventWrites, Transaction, Wire, event_reads, pack
 
 SCRIPT_CHUNK = 1000
-"""Members per ``ZADD`` inside the apply script: Lua cannot ``unpack`` a list of over ~8,000."""
+"""Members per ``ZADD`` of a window index: one command stays small."""
 APPLY_CHUNK_ARGS = 20_000
-"""Command arguments per apply script call. Redis serves no other client while a script runs, so a
-batch's writes go in chunks of about this many arguments, each its own call (docs/streaming.md,
-"The fence"): a reader waits at most one chunk's time."""
+"""Command arguments per transaction. Redis serves no other client while a transaction runs, so
+a batch's writes go in chunks of about this many arguments (docs/streaming.md, "The fence"): a
+reader waits at most one chunk's time."""
 READ_CHUNK = 5_000
-"""Reads per read script call after a batch (each a small HGETALL / ZREVRANGE / PFCOUNT)."""
+"""Reads made inside the last transaction at most (each a small HMGET / ZREVRANGE / PFCOUNT);
+more go as a pipeline after it, which Redis interleaves with other clients."""
+EVENT_ARGS = 11
+"""What one event's writes count against :data:`APPLY_CHUNK_ARGS`: ``HINCRBY key field n``,
+``HSET key event_name name``, ``EXPIRE key ttl``."""
 Partition = tuple[str, int]
-_encode = msgspec.json.Encoder().encode
-
-READ_LUA = """
--- The reads of a batch's summaries: their replies in order; a refused read adds to ``failed``
--- (its reply false). Shared by both scripts, so both answer in the shape Lua gives them.
-local function read_all(reads, failed)
-  local replies = {}
-  for i, read in ipairs(reads or {}) do
-    local reply = redis.pcall(unpack(read))
-    if type(reply) == 'table' and reply.err then
-      failed[#failed + 1] = read[1] .. ' ' .. tostring(read[2]) .. ': ' .. reply.err
-      reply = false
-    end
-    replies[i] = reply
-  end
-  return replies
-end
-"""
-APPLY_SCRIPT = READ_LUA + """
--- One chunk of a batch's writes. KEYS[1]: the fence hash. ARGV[1]: JSON {"marker": query/batch/
--- chunks, "chunk": i (from 0), "last": bool, "expect": [field, offset or "", ...] (checked by
--- chunk 0), "fence": [field, value, ...] (set by the last chunk), "ops": [[command, arg, ...], ...],
--- "reads": [[command, arg, ...], ...] (the last chunk's)}. Between chunks the fence hash holds
--- apply_marker / apply_chunk: the next chunk of the batch in progress, so a batch resumed after a
--- crash skips the chunks already made and no chunk counts twice.
-local batch = cjson.decode(ARGV[1])
-local marker = redis.call('HGET', KEYS[1], 'apply_marker')
-if marker then
-  local at = tonumber(redis.call('HGET', KEYS[1], 'apply_chunk') or '0')
-  if marker ~= batch.marker then return {'busy', {marker}} end
-  if batch.chunk < at then return {'done', {}} end
-  if batch.chunk > at then return {'order', {tostring(at)}} end
-else
-  if batch.chunk > 0 then return {'order', {'none'}} end
-  local moved = {}
-  for i = 1, #batch.expect, 2 do
-    local have = redis.call('HGET', KEYS[1], batch.expect[i]) or ''
-    if have ~= batch.expect[i + 1] then
-      moved[#moved + 1] = batch.expect[i]
-      moved[#moved + 1] = have
-    end
-  end
-  if #moved > 0 then return {'moved', moved} end
-end
-local failed = {}
-local ok, err = pcall(function()
-  for _, op in ipairs(batch.ops) do
-    local reply = redis.pcall(unpack(op))
-    if type(reply) == 'table' and reply.err then
-      failed[#failed + 1] = op[1] .. ' ' .. tostring(op[2]) .. ': ' .. reply.err
-    end
-  end
-end)
-if not ok then failed[#failed + 1] = 'script: ' .. tostring(err) end
-if batch.last then
-  redis.call('HDEL', KEYS[1], 'apply_marker', 'apply_chunk')
-  redis.call('HSET', KEYS[1], unpack(batch.fence))
-else
-  redis.call('HSET', KEYS[1], 'apply_marker', batch.marker, 'apply_chunk', batch.chunk + 1)
-end
-return {'applied', failed, read_all(batch.reads, failed)}
-"""
-"""The fenced apply, one chunk per call (:data:`APPLY_CHUNK_ARGS`). A command that fails (a key of
-another type) does not stop the others and the fence still moves, as in ``MULTI/EXEC``: a replay
-must never count the rest twice; the failures come back and the batch fails loudly. A Lua error
-among the writes (none is known: arguments are chunked, see SCRIPT_CHUNK) is caught the same way,
-so no partial apply leaves the fence behind.
-The reads come after the fence moved; a read Redis refuses is a failure too (its reply false)."""
-READ_SCRIPT = READ_LUA + """
--- ARGV[1]: JSON [[command, arg, ...], ...]: reads only (a recovered batch's summaries published again).
-local failed = {}
-local replies = read_all(cjson.decode(ARGV[1]), failed)
-return {failed, replies}
-"""
+MARK = ("apply_marker", "apply_chunk")
 
 
 class SummarySinkError(KappaError):
@@ -113,120 +49,237 @@ class FenceMoved(SummarySinkError):
     """Another writer applied offsets of the same partitions between our read and our write."""
 
 
-class ScriptOps:
-    """The commands of an apply, gathered for :data:`APPLY_SCRIPT`: ``ops("HINCRBY", key, field, n)``.
+class ApplyOps:
+    """The writes of an apply: ``ops("HINCRBY", key, field, n)``.
 
-    ``PFADD``s (``pfadd``, as :func:`add_members` calls it on a pipeline) are kept apart in
-    ``members``: they are idempotent and go outside the fence.
+    An event's counters go to :meth:`event` instead (a flat list, five values per event, formatted
+    straight into wire bytes). ``PFADD``s (``pfadd``, as :func:`add_members` calls it on a
+    pipeline) are kept apart in ``members``: they are idempotent and go outside the fence.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, event_prefix: str = "", event_ttl: int = 0) -> None:
         self.ops: list[list[str]] = []
+        self.events: list[Any] = []
         self.members: list[list[str]] = []
+        self.event_prefix, self.event_ttl = event_prefix, event_ttl
 
     def __call__(self, command: str, *args: object) -> None:
         """Add one command (arguments as Redis receives them: strings)."""
         self.ops.append([command, *map(str, args)])
+
+    def event(self, event_id: str, yes: int, no: int, guests: int, name: str | None) -> None:
+        """Add to an event hash's counters (a zero adds nothing), set its name and time to live.
+
+        The hash is ``<event_prefix><event_id>``; a name of None leaves the stored one.
+        """
+        self.events += (event_id, yes, no, guests, name)
 
     def pfadd(self, key: str, *values: str) -> None:
         """Add the member ids of one HyperLogLog."""
         self.members.append([key, *values])
 
 
+@dataclass
+class Reads:
+    """Reads made after an apply: generic commands, then the events' hashes.
+
+    Each event is ``HMGET <prefix><id> yes no guests event_name``; :meth:`FencedApply.run`
+    answers the reads in that order.
+    """
+
+    commands: list[list[str]] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)
+    prefix: str = ""
+
+    def __len__(self) -> int:
+        return len(self.commands) + len(self.events)
+
+    def refused(self, replies: list[Any]) -> list[str]:
+        """``"<command> <key>: <error>"`` of each read Redis refused (``replies`` in order)."""
+        return [f"{self._name(i)}: {reply}" for i, reply in enumerate(replies)
+                if isinstance(reply, hiredis.ReplyError)]
+
+    def _name(self, index: int) -> str:
+        if index < len(self.commands):
+            return " ".join(self.commands[index][:2])
+        return f"HMGET {self.prefix}{self.events[index - len(self.commands)]}"
+
+    def wire(self) -> bytes:
+        """The reads as RESP bytes."""
+        return b"".join(pack(*command) for command in self.commands) + event_reads(self.events, self.prefix)
+
+
 class FencedApply:
-    """:data:`APPLY_SCRIPT` registered on a client, for one fence hash."""
+    """The fenced, chunked apply on one fence hash (module docstring)."""
 
     def __init__(self, client: redis.Redis, fence_key: str, chunk_args: int = APPLY_CHUNK_ARGS) -> None:
         self.fence_key, self.chunk_args = fence_key, chunk_args
-        self._script = client.register_script(APPLY_SCRIPT)
-        self._read = client.register_script(READ_SCRIPT)
+        self._wire = Wire(client)
 
-    def run(self, ops: ScriptOps, expected: Mapping[Partition, int], new_fence: Mapping[Partition, int],
-            meta: Mapping[str, Any], *, prefix: str, reads: Sequence[Sequence[str]] = ()) -> list[Any]:
+    def run(self, ops: ApplyOps, expected: Mapping[Partition, int], new_fence: Mapping[Partition, int],
+            meta: Mapping[str, Any], *, prefix: str, reads: Reads | None = None) -> list[Any]:
         """Make ``ops`` and move the fence to ``new_fence`` if it still holds ``expected``; then ``reads``.
 
-        The writes go in chunks of about :data:`APPLY_CHUNK_ARGS` arguments, one script call each;
-        the first checks the fence, the last moves it, and the fence hash tracks the chunks between
-        (a crash between two chunks resumes at the next one). Returns the replies of ``reads``, in
-        their order. Raises FenceMoved (nothing written) when another writer moved the fence,
-        SummarySinkError when Redis refused a write or a read (the others made, the fence moved).
+        Returns the replies of ``reads``, in their order. Raises FenceMoved (nothing written) when
+        another writer moved the fence or holds it, SummarySinkError when Redis refused a write or
+        a read (the others made, the fence moved: a replay must never count the rest twice).
         """
+        reads = reads or Reads()
         fence: dict[str, str] = {f"{t}:{p}": str(o) for (t, p), o in new_fence.items()}
         fence |= {key: str(meta[key]) for key in ("batch_id", "query") if key in meta}
         fence |= {f"{t}:{p}{STREAM_SUFFIX}": "" if stream_ms is None else str(stream_ms)
                   for (t, p), stream_ms in meta.get("stream_ms", {}).items() if (t, p) in new_fence}
         fence["updated_ms"] = str(int(time.time() * 1000))
-        expect = [item for (t, p) in new_fence
-                  for item in (f"{t}:{p}", str(expected[(t, p)]) if (t, p) in expected else "")]
-        chunks = chunk_ops(ops.ops, self.chunk_args)
-        inline = reads if len(reads) <= READ_CHUNK else ()
+        expect = {f"{t}:{p}": str(expected[(t, p)]) if (t, p) in expected else "" for (t, p) in new_fence}
+        chunks = chunk_writes(ops.ops, len(ops.events) // 5, self.chunk_args)
+        inline = reads if len(reads) <= READ_CHUNK else None
         marker = f"{meta.get('query')}/{meta.get('batch_id')}/{len(chunks)}/{self.chunk_args}"
-        failed: list[str] = []
-        replies: list[Any] = []
-        for index, chunk in enumerate(chunks):
-            last = index == len(chunks) - 1
-            payload = _encode({"marker": marker, "chunk": index, "last": last, "expect": expect,
-                               "fence": [x for kv in fence.items() for x in kv] if last else [],
-                               "ops": chunk, "reads": inline if last else []})
-            status, detail, *rest = self._script(keys=[self.fence_key], args=[payload])
-            status = status.decode() if isinstance(status, bytes) else status
-            if status == "moved":
-                moved = {tp: int(detail[i + 1]) if detail[i + 1] else None for i in range(0, len(detail), 2)
-                         if (tp := _partition(_text(detail[i]))) is not None}
-                raise FenceMoved(f"the Redis fence moved while the batch was computed ({moved}); "
-                                 "another query writes the same summaries: stop it")
-            if status in ("busy", "order"):
-                raise FenceMoved(f"the Redis fence holds another apply in progress ({status}: "
-                                 f"{[_text(d) for d in detail]}, this one {marker} chunk {index}); "
-                                 "another query writes the same summaries: stop it")
-            failed += [_text(d) for d in detail]
-            if last and rest:
-                replies = rest[0]
+        try:
+            replies, failed = self._chunks(ops, chunks, marker, expect, fence=fence, inline=inline)
+        except BaseException:
+            self._wire.close()   # a WATCH or replies may be left on the connection
+            raise
+        failed += inline.refused(replies) if inline else []
         if failed:
             raise SummarySinkError(f"{len(failed)} Redis command(s) of batch {meta.get('batch_id')} failed "
                                    f"(the fence moved, the others applied), first: {failed[0]}; "
                                    f"another program writes keys under the prefix {prefix!r}: stop "
                                    "it, then rebuild the summaries (docs/runbooks/redis-lost.md)")
-        if reads and not inline:
+        if reads and inline is None:
             return self.read(reads)
         return replies
 
-    def read(self, reads: Sequence[Sequence[str]]) -> list[Any]:
+    def _chunks(self, ops: ApplyOps, chunks: list[tuple[Span, Span]], marker: str, expect: dict[str, str],
+                *, fence: dict[str, str], inline: Reads | None) -> tuple[list[Any], list[str]]:
+        """Each chunk's check and transaction: the last one's read replies, the refused writes.
+
+        The next chunk's bytes are made while Redis runs the transaction before.
+        """
+        failed: list[str] = []
+        replies: list[Any] = []
+        waiting: tuple[Callable[[], Transaction], list[list[str]], EventWrites] | None = None
+        for index, (op_span, event_span) in enumerate(chunks):
+            last = index == len(chunks) - 1
+            writes = ops.ops[op_span[0]:op_span[1]]
+            events = EventWrites(ops.events[event_span[0] * 5:event_span[1] * 5], ops.event_prefix,
+                                 ops.event_ttl)   # made while Redis runs the chunk before
+            if last:
+                tail = [pack("HDEL", self.fence_key, *MARK), pack("HSET", self.fence_key, *_flat(fence))]
+            else:
+                tail = [pack("HSET", self.fence_key, MARK[0], marker, MARK[1], str(index + 1))]
+            read_body, read_count = (inline.wire(), len(inline)) if last and inline else (b"", 0)
+            body = b"".join([*(pack(*op) for op in writes), events.wire, *tail, read_body])
+            if waiting is not None:
+                replies = self._made(*waiting, failed)
+                waiting = None
+            status, detail = self._check(index, marker, expect if index == 0 else {})
+            if status == "done":
+                continue
+            if status == "moved":
+                moved = {tp: int(value) if value else None for name, value in detail
+                         if (tp := _partition(name)) is not None}
+                raise FenceMoved(f"the Redis fence moved while the batch was computed ({moved}); "
+                                 "another query writes the same summaries: stop it")
+            if status != "go":
+                raise FenceMoved(f"the Redis fence holds another apply in progress ({status}: {detail}, "
+                                 f"this one {marker} chunk {index}); another query writes the same "
+                                 "summaries: stop it")
+            finish = self._wire.begin(body, len(writes) + events.commands + len(tail), read_count)
+            waiting = (finish, writes, events)
+        if waiting is not None:
+            replies = self._made(*waiting, failed)
+        return replies, failed
+
+    def _check(self, index: int, marker: str, expect: Mapping[str, str]) -> tuple[str, Any]:
+        """``WATCH`` the fence and check it for chunk ``index``: (verdict, detail).
+
+        ``go`` (the fence stays watched until the chunk's transaction), ``done`` (an earlier
+        attempt made this chunk), ``moved`` (chunk 0: the fence no longer holds ``expect``;
+        detail: (field, value) pairs), ``busy`` (another batch's apply is in progress), ``order``
+        (not the next chunk).
+        """
+        check = pack("WATCH", self.fence_key) + pack("HMGET", self.fence_key, *MARK, *expect)
+        _, have = self._wire.exchange(check, 2)
+        held, at = have[0], int(have[1] or 0)
+        verdict: tuple[str, Any] = ("go", None)
+        if held is not None and held != marker:
+            verdict = ("busy", held)
+        elif held is not None and index != at:
+            verdict = ("done", None) if index < at else ("order", f"next chunk {at}")
+        elif held is None and index > 0:
+            verdict = ("order", "no apply in progress")
+        elif held is None:
+            moved = [(name, value) for name, value in zip(expect, have[2:], strict=True)
+                     if (value or "") != expect[name]]
+            verdict = ("moved", moved) if moved else verdict
+        if verdict[0] != "go":
+            self._wire.exchange(pack("UNWATCH"), 1)
+        return verdict
+
+    def _made(self, finish: Callable[[], Transaction], writes: list[list[str]], events: EventWrites,
+              failed: list[str]) -> list[Any]:
+        """Wait for a chunk's transaction; its refused writes to ``failed``; its reads' replies."""
+        try:
+            made = finish()
+        except redis.ResponseError as exc:  # a command Redis could not queue
+            raise SummarySinkError(str(exc)) from exc
+        if made.aborted:
+            raise FenceMoved("the Redis fence changed between its check and the chunk's transaction; "
+                             "another query writes the same summaries: stop it")
+        if made.refused:
+            names = [" ".join(op[:2]) for op in writes] + events.names()
+            failed += [f"{names[i] if i < len(names) else 'fence'}: {error}" for i, error in made.refused]
+        return made.reads
+
+    def read(self, reads: Reads) -> list[Any]:
         """The replies of ``reads`` alone, in the shape :meth:`run` gives them; raise if one is refused.
 
-        In calls of :data:`READ_CHUNK` reads: a reader of Redis waits at most one of them.
+        Sent as one pipeline: Redis serves other clients between its commands.
         """
-        replies: list[Any] = []
-        for start in range(0, len(reads), READ_CHUNK):
-            failed, part = self._read(keys=[], args=[_encode(list(reads[start:start + READ_CHUNK]))])
-            if failed:
-                raise SummarySinkError(f"{len(failed)} Redis read(s) failed, first: {failed[0]}; another "
-                                       "program writes keys under the summaries' prefix: stop it, then "
-                                       "rebuild the summaries (docs/runbooks/redis-lost.md)")
-            replies += part
+        replies = self._wire.exchange(reads.wire(), len(reads))
+        failed = reads.refused(replies)
+        if failed:
+            raise SummarySinkError(f"{len(failed)} Redis read(s) failed, first: {failed[0]}; another "
+                                   "program writes keys under the summaries' prefix: stop it, then "
+                                   "rebuild the summaries (docs/runbooks/redis-lost.md)")
         return replies
 
+    def close(self) -> None:
+        """Drop the apply's connection."""
+        self._wire.close()
 
-def chunk_ops(ops: list[list[str]], budget: int) -> list[list[list[str]]]:
-    """``ops`` cut in order into chunks of at most ``budget`` arguments (an op is never cut).
 
-    The cut depends only on the ops, so a batch resumed from its pending file after a crash has
-    the same chunks as its first attempt. A batch without ops still makes one (empty) chunk: it
-    moves the fence.
+def _flat(mapping: Mapping[str, str]) -> list[str]:
+    return [item for pair in mapping.items() for item in pair]
+
+
+Span = tuple[int, int]
+
+
+def chunk_writes(ops: list[list[str]], events: int, budget: int) -> list[tuple[Span, Span]]:
+    """A batch's writes cut into chunks of at most ``budget`` arguments.
+
+    Per chunk: the range of ``ops`` and the range of events (:meth:`ApplyOps.event`) it makes.
+
+    The generic ops come first, cut in order (an op is never cut; one larger than the budget is
+    a chunk of its own), then the events, :data:`EVENT_ARGS` each. The cut depends only on the
+    writes, so a batch resumed from its pending file after a crash has the same chunks as its
+    first attempt. A batch without writes still makes one (empty) chunk: it moves the fence.
     """
-    chunks: list[list[list[str]]] = [[]]
-    size = 0
-    for op in ops:
-        if chunks[-1] and size + len(op) > budget:
-            chunks.append([])
-            size = 0
-        chunks[-1].append(op)
+    chunks: list[tuple[Span, Span]] = []
+    start, size = 0, 0
+    for index, op in enumerate(ops):
+        if index > start and size + len(op) > budget:
+            chunks.append(((start, index), (0, 0)))
+            start, size = index, 0
         size += len(op)
+    per_chunk = max(1, budget // EVENT_ARGS)
+    first = min(events, max(0, budget - size) // EVENT_ARGS) if start < len(ops) else 0
+    if start < len(ops) or not events:
+        chunks.append(((start, len(ops)), (0, first)))
+    for at in range(first, events, per_chunk):
+        chunks.append(((len(ops), len(ops)), (at, min(events, at + per_chunk))))
     return chunks
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 STREAM_SUFFIX = ":stream_ms"

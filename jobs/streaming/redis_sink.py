@@ -21,9 +21,10 @@ from jobs.common.config import KappaConfig
 from jobs.streaming.aggregates import CITY, EVENT, MEMBER, MEMBER_ALL, MEMBERS_ADDED, TOPIC, TOPIC_MINUTE
 from jobs.streaming.redis_script import (
     SCRIPT_CHUNK,
+    ApplyOps,
     FencedApply,
     Partition,
-    ScriptOps,
+    Reads,
     SummarySinkError,
     parse_fence,
     parse_stream_points,
@@ -116,19 +117,19 @@ class RedisSummarySink:
         """
         applied, ops = self._prepare(increments, meta)
         reads = SummaryReads(self.keys, applied, windows_ms, top_n)
-        return reads.records(self._run(ops, expected, new_fence, meta, reads.commands))
+        return reads.records(self._run(ops, expected, new_fence, meta, reads.reads))
 
-    def _prepare(self, increments: Sequence[Any], meta: Mapping[str, Any]) -> tuple[Applied, ScriptOps]:
+    def _prepare(self, increments: Sequence[Any], meta: Mapping[str, Any]) -> tuple[Applied, ApplyOps]:
         """A batch's writes as script operations, and what they change."""
-        applied, ops = Applied(), ScriptOps()
+        applied, ops = Applied(), self._ops()
         self._increments(ops, increments, applied)
         for name, value in meta.get("totals", {}).items():
             if value:
                 ops("HINCRBY", self.keys("totals"), name, int(value))
         return applied, ops
 
-    def _run(self, ops: ScriptOps, expected: Mapping[Partition, int], new_fence: Mapping[Partition, int],
-             meta: Mapping[str, Any], reads: Sequence[Sequence[str]] = ()) -> list[Any]:
+    def _run(self, ops: ApplyOps, expected: Mapping[Partition, int], new_fence: Mapping[Partition, int],
+             meta: Mapping[str, Any], reads: Reads | None = None) -> list[Any]:
         if ops.members:  # idempotent (add_members), so outside the fenced script
             with self.client.pipeline(transaction=False) as pipe:
                 for args in ops.members:
@@ -139,13 +140,15 @@ class RedisSummarySink:
     def changed(self, increments: Sequence[Any]) -> Applied:
         """What :meth:`apply` of ``increments`` changes, without writing (to publish it again)."""
         applied = Applied()
-        self._increments(ScriptOps(), increments, applied)
+        self._increments(self._ops(), increments, applied)
         return applied
 
-    def _increments(self, op: ScriptOps, increments: Iterable[Any], applied: Applied) -> None:  # noqa: PLR0912
-        ttl, event_ttl, keys = self.cfg.streaming.window_ttl_s, self.cfg.streaming.event_ttl_s, self.keys
-        event_prefix, event_expire = keys("event", ""), str(event_ttl)  # the one key per event: no join
-        ops = op.ops
+    def _ops(self) -> ApplyOps:
+        return ApplyOps(self.keys("event", ""), self.cfg.streaming.event_ttl_s)
+
+    def _increments(self, op: ApplyOps, increments: Iterable[Any], applied: Applied) -> None:  # noqa: PLR0912
+        ttl, keys = self.cfg.streaming.window_ttl_s, self.keys
+        events, changed_events = op.events, applied.events.add
         members: dict[int, list[str]] = defaultdict(list)
         windows: dict[str, set[int]] = defaultdict(set)
         for row in increments:
@@ -167,15 +170,11 @@ class RedisSummarySink:
             elif kind == MEMBERS_ADDED:  # a task added them (add_members): index and expire only
                 applied.members.add(start)
                 windows["members"].add(start)
-            elif kind == EVENT:  # most rows at high cardinality: ops appended as Redis takes them
-                key = event_prefix + item
-                for name, value in (("yes", row["n"]), ("no", row["no"]), ("guests", row["guests"])):
-                    if value:  # an absent field reads as 0 (read_back, kappa summaries event)
-                        ops.append(["HINCRBY", key, name, str(value)])
-                if row["label"] is not None:
-                    ops.append(["HSET", key, "event_name", str(row["label"])])
-                ops.append(["EXPIRE", key, event_expire])
-                applied.events.add(item)
+            elif kind == EVENT:  # most rows at high cardinality: a flat array, no list per command
+                label = row["label"]
+                events += (item, row["n"] or 0, row["no"] or 0, row["guests"] or 0,
+                           None if label is None else str(label))
+                changed_events(item)
         add_members(op, keys, members)
         for start in members:
             if start >= 0:
@@ -192,7 +191,7 @@ class RedisSummarySink:
                 op("ZADD", keys(name, "windows"), *(x for s in ordered[i:i + SCRIPT_CHUNK] for x in (s, s)))
             op("ZREMRANGEBYRANK", keys(name, "windows"), 0, -MAX_INDEXED_WINDOWS - 1)
 
-    def _trending(self, op: ScriptOps, minutes: set[int], applied: Applied,
+    def _trending(self, op: ApplyOps, minutes: set[int], applied: Applied,
                   windows: dict[str, set[int]]) -> None:
         """Rebuild every sliding window a changed bucket belongs to, as an absolute union."""
         starts = {m - k * self.slide_ms for m in minutes for k in range(self.trending_steps)}
@@ -207,7 +206,7 @@ class RedisSummarySink:
                   ) -> list[dict[str, Any]]:
         """The absolute values of what an apply changed, as rsvps.summaries records (read now)."""
         reads = SummaryReads(self.keys, applied, windows_ms, top_n)
-        return reads.records(self._apply.read(reads.commands))
+        return reads.records(self._apply.read(reads.reads))
 
     def record_metrics(self, query: str, metrics: Mapping[str, Any]) -> None:
         """The last batch's metrics (hash) and the last HISTORY batches (list, newest first)."""
@@ -222,7 +221,8 @@ class RedisSummarySink:
             pipe.execute()
 
     def close(self) -> None:
-        """Release the connection pool."""
+        """Release the connections."""
+        self._apply.close()
         self.client.close()
 
 
@@ -234,8 +234,6 @@ class SummaryReads:
     both answer them as Lua passes them on (lists of strings, None for a missing field).
     """
 
-    EVENT_FIELDS = ("yes", "no", "guests", "event_name")
-
     def __init__(self, keys: Keys, applied: Applied, windows_ms: Mapping[str, int], top_n: int) -> None:
         self.windows_ms = windows_ms
         self.cities = sorted(applied.cities)
@@ -244,12 +242,12 @@ class SummaryReads:
         self.events = sorted(applied.events)
         self.topics = applied.topics
         top = str(top_n - 1)
-        self.commands: list[list[str]] = [
+        self.reads = Reads([
             *(["HGET", keys("cities", start), city] for start, city in self.cities),
             *(["ZREVRANGE", keys("trending", start), "0", top, "WITHSCORES"] for start in self.trending),
             *(["PFCOUNT", keys("members", start)] for start in self.members),
-            *(["HMGET", keys("event", event_id), *self.EVENT_FIELDS] for event_id in self.events),
-            *([["ZREVRANGE", keys("topics", "all"), "0", top, "WITHSCORES"]] if self.topics else [])]
+            *([["ZREVRANGE", keys("topics", "all"), "0", top, "WITHSCORES"]] if self.topics else [])],
+            self.events, keys("event", ""))
 
     def records(self, replies: Sequence[Any]) -> list[dict[str, Any]]:
         """The rsvps.summaries records of the replies to :attr:`commands`."""
@@ -264,14 +262,14 @@ class SummaryReads:
         for start in self.members:
             out.append(_window("members_window", f"members_window/{start}", start, windows_ms["members"])
                        | {"approx_distinct": int(next(results)), "error": HLL_ERROR})
-        for event_id in self.events:
+        topics = [{"kind": "top_topics", "key": "top_topics", "items": _items(next(results))}
+                  for _ in range(self.topics)]
+        for event_id in self.events:   # the events' reads come last (Reads)
             yes, no, guests, name = next(results) or (None,) * 4
             out.append({"kind": "event", "key": f"event/{event_id}", "event_id": event_id,
                         "event_name": name, "yes": int(yes or 0), "no": int(no or 0),
                         "guests": int(guests or 0)})
-        if self.topics:
-            out.append({"kind": "top_topics", "key": "top_topics", "items": _items(next(results))})
-        return out
+        return out + topics
 
 
 def add_members(pipe, keys: Keys, members: Mapping[int, Sequence[str]]) -> None:

@@ -6,7 +6,6 @@ before the next chunk (test_kill_restart.py). Run as
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -16,24 +15,17 @@ from jobs.streaming import redis_script
 
 CRASH_BATCH = os.environ["KAPPA_TEST_CRASH_BATCH"]
 CRASH_CHUNK = int(os.environ["KAPPA_TEST_CRASH_CHUNK"])
-_init = redis_script.FencedApply.__init__
+_check = redis_script.FencedApply._check
 
 
-def _init_with_fault(self: redis_script.FencedApply, *args, **kwargs) -> None:
-    _init(self, *args, **kwargs)
-    script = self._script
-
-    def call(keys, args):
-        reply = script(keys=keys, args=args)
-        payload = json.loads(args[0])
-        if payload["marker"].split("/")[1] == CRASH_BATCH and payload["chunk"] == CRASH_CHUNK:
-            os.killpg(os.getpgrp(), signal.SIGKILL)
-        return reply
-
-    self._script = call  # type: ignore[method-assign]
+def _check_with_fault(self: redis_script.FencedApply, index: int, marker: str, expect):
+    """Before the check of the chunk after ``CRASH_CHUNK``: that chunk's transaction is made."""
+    if marker.split("/")[1] == CRASH_BATCH and index == CRASH_CHUNK + 1:
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+    return _check(self, index, marker, expect)
 
 
-redis_script.FencedApply.__init__ = _init_with_fault  # type: ignore[method-assign]
+redis_script.FencedApply._check = _check_with_fault  # type: ignore[method-assign]
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

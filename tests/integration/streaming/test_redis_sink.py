@@ -39,11 +39,11 @@ BATCH = [
 META = {"batch_id": 4, "query": "q-test", "totals": {"input": 9, "valid": 7, "dlq": 2, "late": 1}}
 
 
-@pytest.mark.parametrize("how", ["read_back", "in_the_script", "in_chunks"])
+@pytest.mark.parametrize("how", ["read_back", "in_the_apply", "in_chunks"])
 def test_apply_then_read_back(sink: RedisSummarySink, how: str) -> None:
-    """Read back on a pipeline (a recovered batch published again) or in the apply's own script call."""
+    """Read back on a pipeline (a recovered batch published again) or in the apply's last transaction."""
     assert sink.fence() == {}
-    if how == "in_chunks":  # a tiny chunk: the batch's writes go in many script calls
+    if how == "in_chunks":  # a tiny chunk: the batch's writes go in many transactions
         sink._apply.chunk_args = 8
     if how == "read_back":
         applied = sink.apply(BATCH, {}, {RAW0: 10, RAW1: 4}, META)
@@ -165,13 +165,25 @@ def test_metrics_hash_and_history(sink: RedisSummarySink) -> None:
     assert history[0]["end_offsets"] == {"rsvps.raw": {"0": 101}}
 
 
-def test_names_outside_ascii_and_with_separators_arrive_intact(sink: RedisSummarySink) -> None:
-    """The apply travels as one JSON document into a Lua script: its strings must come out as sent."""
-    names = ["Zürich", "東京", 'São "Paulo"', "a:b\\c", "tab\tand\nnewline", ""]
-    sink.apply([inc("city", T0, name, 2) for name in names]
-               + [inc("topic", 0, name) for name in names], {}, {RAW0: 1}, META)
+@pytest.mark.parametrize("chunk_args", [8, 20_000])
+def test_names_outside_ascii_and_with_separators_arrive_intact(sink: RedisSummarySink,
+                                                               chunk_args: int) -> None:
+    """The apply travels as RESP bytes built column-wise (lengths in bytes, not characters): its
+    strings, event ids and names among them, must come out as sent, and read back the same."""
+    sink._apply.chunk_args = chunk_args
+    names = ["Zürich", "東京", 'São "Paulo"', "a:b\\c", "tab\tand\r\nnewline", "", "-1\r\n-ERR"]
+    records = sink.apply_and_read(
+        [inc("city", T0, name, 2) for name in names] + [inc("topic", 0, name) for name in names]
+        + [inc("event", 0, f"é{i}{name}", n=i + 1, no=i % 2, label=name) for i, name in enumerate(names)],
+        {}, {RAW0: 1}, META, windows_ms=WINDOWS_MS, top_n=10)
     assert sink.client.hgetall(sink.keys("cities", T0)) == {name: "2" for name in names}
     assert sink.client.zrange(sink.keys("topics", "all"), 0, -1) == sorted(names, key=str.encode)
+    for i, name in enumerate(names):
+        assert sink.client.hgetall(sink.keys("event", f"é{i}{name}")) == {
+            "yes": str(i + 1), "event_name": name, **({"no": "1"} if i % 2 else {})}
+    events = {r["event_id"]: r for r in records if r["kind"] == "event"}
+    assert {event_id: (r["yes"], r["no"], r["event_name"]) for event_id, r in events.items()} == {
+        f"é{i}{name}": (i + 1, i % 2, name) for i, name in enumerate(names)}
 
 
 def test_a_failing_write_moves_the_fence_applies_the_rest_and_raises(sink: RedisSummarySink) -> None:
@@ -196,38 +208,39 @@ def test_a_batch_touching_thousands_of_windows_applies_whole(sink: RedisSummaryS
     assert sink.fence() == {RAW0: 1}
 
 
-def test_a_lua_error_among_the_writes_still_moves_the_fence_and_fails_loudly(
-        sink: RedisSummarySink, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The safety net behind the chunking: unchunked, 9,000 window starts are one ZADD too many
-    for Lua's unpack(); the script catches that, moves the fence (what was written stays written,
-    and a replay must not count it again) and the batch fails naming the error."""
-    from jobs.streaming import redis_sink
-
-    monkeypatch.setattr(redis_sink, "SCRIPT_CHUNK", 100_000)
-    with pytest.raises(SummarySinkError, match=r"script: .*too many results to unpack"):
-        sink.apply([inc("city", T0 + k * MINUTE, "Madrid") for k in range(9_000)], {}, {RAW0: 1}, META)
-    assert sink.fence() == {RAW0: 1}
-    assert sink.client.hget(sink.keys("cities", T0), "Madrid") == "1"
+def test_a_refused_event_write_is_named_and_the_other_events_are_counted(sink: RedisSummarySink) -> None:
+    """An event hash that is not a hash: its counter and name writes are refused (and named), the
+    other events of the same transaction are counted, the fence moves."""
+    sink._apply.chunk_args = 30   # two events per chunk, the bad one in the middle of one
+    sink.client.set(sink.keys("event", "e2"), "not a hash")
+    batch = [inc("event", 0, f"e{i}", n=1, label=f"E{i}") for i in range(1, 5)]
+    with pytest.raises(SummarySinkError, match=r"2 Redis command\(s\) of batch 4 failed .*HINCRBY "
+                       + sink.keys("event", "e2") + ": WRONGTYPE"):
+        sink.apply(batch, {}, {RAW0: 4}, META)
+    assert sink.fence() == {RAW0: 4}
+    for i in (1, 3, 4):
+        assert sink.client.hgetall(sink.keys("event", f"e{i}")) == {"yes": "1", "event_name": f"E{i}"}
 
 
 def test_a_chunked_apply_resumed_after_its_first_chunks_makes_each_chunk_once(sink: RedisSummarySink) -> None:
     """The first two chunks made (as by a job killed between chunks), then the whole apply again:
     the fence hash's chunk marker skips what was made; the totals count once."""
     sink._apply.chunk_args = 8
-    script, calls = sink._apply._script, []
+    wire = sink._apply._wire
+    begin, calls = wire.begin, []
 
-    def two_chunks_then_stop(keys, args):
+    def two_chunks_then_stop(body, commands, reads):
         if len(calls) == 2:
             raise ConnectionError("killed between chunks")
-        calls.append(json.loads(args[0])["chunk"])
-        return script(keys=keys, args=args)
+        calls.append(commands)
+        return begin(body, commands, reads)
 
-    sink._apply._script = two_chunks_then_stop
+    wire.begin = two_chunks_then_stop
     with pytest.raises(ConnectionError):
         sink.apply(BATCH, {}, {RAW0: 10, RAW1: 4}, META)
     r, key = sink.client, sink.keys
     assert r.hget(key.fence, "apply_chunk") == "2" and sink.fence() == {}
-    sink._apply._script = script
+    wire.begin = begin
     sink.apply(BATCH, {}, {RAW0: 10, RAW1: 4}, META)
     assert sink.fence() == {RAW0: 10, RAW1: 4} and r.hget(key.fence, "apply_marker") is None
     assert r.hgetall(key("totals")) == {"input": "9", "valid": "7", "dlq": "2", "late": "1"}
