@@ -39,7 +39,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from streaming_latency import _paced, _visible
+from streaming_latency import _paced, _visible, fence_offsets
 from streaming_support import PARTITIONS, new_topic, produce, settle
 
 from jobs.common.config import PROJECT_ROOT, load_config
@@ -70,8 +70,7 @@ class FencePoller(threading.Thread):
         while not self.stop.is_set():
             raw = self.client.hgetall(self.fence_key)
             now = time.time()
-            self.samples.append((now, {int(k.rsplit(":", 1)[1]): int(v) for k, v in raw.items()
-                                       if k.startswith(f"{self.source}:")}))
+            self.samples.append((now, fence_offsets(raw, self.source)))
             time.sleep(0.01)
 
 

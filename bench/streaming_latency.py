@@ -50,8 +50,7 @@ def latency(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
         while not polling.is_set():
             raw = client.hgetall(fence_key)
             now = time.time()
-            samples.append((now, {int(k.rsplit(":", 1)[1]): int(v) for k, v in raw.items()
-                                  if k.startswith(f"{source}:")}))
+            samples.append((now, fence_offsets(raw, source)))
             time.sleep(0.01)
 
     poller = threading.Thread(target=poll, daemon=True)
@@ -81,11 +80,50 @@ def latency(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
         return (round(latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000)
                 if latencies else None)
 
+    analyzed = _analyzed_latencies(props, job_cfg.streaming.analyzed_topic, int(first * 1000))
     return {"rate_per_s": args.rate, "seconds": args.seconds, "settle_s": args.settle,
             "trigger_s": 1.0, "events": len(measured), "seen": len(latencies),
             "p50_ms": pick(0.50), "p90_ms": pick(0.90), "p99_ms": pick(0.99),
             "max_ms": round(latencies[-1] * 1000) if latencies else None,
+            "to_analyzed": analyzed,
             "live_batches": batches, "job_error": repr(errors[0])[:500] if errors else None}
+
+
+def _analyzed_latencies(props: dict[str, str], topic: str, since_ms: int) -> dict[str, Any]:
+    """Kafka timestamp of each source record (sent at or after ``since_ms``) to the timestamp of its
+    record on rsvps.analyzed (written by the job's tasks): percentiles in ms."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({**props, "group.id": f"bench-{time.time_ns()}", "enable.auto.commit": False})
+    ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+            for p in range(PARTITIONS)}
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    delays: list[int] = []
+    done = {p for p, end in ends.items() if end == 0}
+    while len(done) < PARTITIONS:
+        for msg in consumer.consume(10_000, timeout=5):
+            if msg.error():
+                continue
+            source_ms = json.loads(msg.value())["kafka_timestamp_ms"]
+            if source_ms is not None and source_ms >= since_ms:
+                delays.append(msg.timestamp()[1] - source_ms)
+            if msg.offset() + 1 >= ends[msg.partition()]:
+                done.add(msg.partition())
+    consumer.close()
+    delays.sort()
+    at = {q: delays[min(len(delays) - 1, int(q * len(delays)))] if delays else None for q in (0.5, 0.9, 0.99)}
+    return {"records": len(delays), "p50_ms": at[0.5], "p90_ms": at[0.9], "p99_ms": at[0.99],
+            "max_ms": delays[-1] if delays else None}
+
+
+def fence_offsets(raw: dict[str, str], source: str) -> dict[int, int]:
+    """The fence hash's next offset per partition of ``source`` (its other fields left out)."""
+    offsets = {}
+    for name, value in raw.items():
+        topic, _, partition = name.rpartition(":")
+        if topic == source and partition.isdigit():
+            offsets[int(partition)] = int(value)
+    return offsets
 
 
 def _live_batches(client: Any, cfg: KappaConfig) -> dict[str, Any]:

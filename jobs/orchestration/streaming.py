@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -78,17 +79,21 @@ def ensure_streaming(query: str | None = None) -> dict[str, Any]:
     return {"query": name, "pid": pid, "started": True, "log": str(log)}
 
 
-def start_live(cfg, name: str, args: list[str]) -> tuple[int, Path]:
+def start_live(cfg, name: str, args: list[str], nice: int = 0) -> tuple[int, Path]:
     """Start ``kappa stream run --mode live <args>`` detached; its pid and log once it holds the lock.
 
     The lock is query ``name``'s. Its own session and no Airflow instance marker: the job outlives
-    its caller (a DAG task, ``kappa reprocess start``) and ``kappa airflow down``.
+    its caller (a DAG task, ``kappa reprocess start``) and ``kappa airflow down``. ``nice``: its
+    CPU priority (``nice -n``, inherited by its JVM and Python workers).
     """
     from jobs.common.config import PROJECT_ROOT
 
     log = Path(cfg.stack.data_dir) / "logs" / f"stream-{name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "jobs.cli", "stream", "run", "--mode", "live", *args]
+    kappa = ["jobs.cli", "stream", "run", "--mode", "live", *args]
+    command = [sys.executable, "-m", *kappa]
+    if nice and shutil.which("nice"):
+        command = ["nice", "-n", str(nice), *command]
     with log.open("ab") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    start_new_session=True, cwd=PROJECT_ROOT, env=service_environment())
@@ -97,7 +102,7 @@ def start_live(cfg, name: str, args: list[str]) -> tuple[int, Path]:
     while time.monotonic() < deadline:
         if process.poll() is not None:
             tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:])
-            raise KappaError(f"`{' '.join(command[2:])}` exited with {process.returncode} during start: "
+            raise KappaError(f"`{' '.join(kappa)}` exited with {process.returncode} during start: "
                              f"{tail} (see {log})")
         if running_pid(cfg, name) == process.pid:
             time.sleep(SETTLE_S)

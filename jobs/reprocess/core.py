@@ -81,7 +81,8 @@ def _spawn(cfg: KappaConfig, version: int, progress: Progress) -> int:
     from jobs.orchestration.streaming import start_live
 
     progress(f"version {version}: starting its job, waiting for its lock")
-    pid, log = start_live(cfg, cfg.streaming.query_name, ["--version", str(version)])
+    pid, log = start_live(cfg, cfg.streaming.query_name, ["--version", str(version)],
+                          nice=cfg.streaming.reprocess_nice)
     progress(f"version {version}: job runs (pid {pid}, log {log})")
     return pid
 

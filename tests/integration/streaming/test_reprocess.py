@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import pytest
 import redis
 from confluent_kafka.admin import AdminClient
@@ -86,6 +87,8 @@ def test_reprocess_builds_beside_diffs_promotes_and_retires(
         # version 2, the same code: nothing differs once it has caught up
         started = _json(env, "reprocess", "start", "--version", "2")
         assert started["redis_prefix"] == f"{prefix}-v2"
+        # at streaming.reprocess_nice, below the live job's priority (its workers inherit it)
+        assert psutil.Process(started["pid"]).nice() == stream_cfg.streaming.reprocess_nice == 10
         _wait(lambda: int(client.hget(f"{prefix}-v2:totals", "input") or 0) == EVENTS, "version 2")
         same = _json(env, "reprocess", "diff", "--version", "2")
         assert (same["keys_changed"], same["only_in_current"], same["only_in_version"]) == (0, [], [])
