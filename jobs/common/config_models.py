@@ -225,7 +225,7 @@ class StreamingConfig(Section):
     prefetch_ranges: bool = False  # read_in_tasks: a task fetches its next partition while reading one
     apply_in_background: bool = True  # a batch's Redis effects are applied while the next batch runs
     apply_chunk_args: int = Field(default=20_000, ge=100)  # arguments per fenced apply transaction
-    reprocess_nice: int = Field(default=10, ge=0, le=19)  # CPU priority of `kappa reprocess start`'s job
+    reprocess_nice: int = Field(default=19, ge=0, le=19)  # CPU priority of `kappa reprocess start`'s job
     watermark_s: int = Field(default=60, ge=0)
     future_skew_s: int = Field(default=300, ge=0)
     min_event_ms: int = 946_684_800_000  # 2000-01-01T00:00:00Z: older event times are absurd

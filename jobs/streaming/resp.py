@@ -23,6 +23,10 @@ import pyarrow.compute as pc
 import redis
 
 EVENT_FIELDS = ("yes", "no", "guests")
+FEED_BYTES = 16_384
+"""Bytes handed to the hiredis reader at a time: it moves its unread buffer forward as replies are
+taken, so a reader fed megabytes at once spends its time moving them (0.48 s for 100k replies
+fed 1 MB at a time)."""
 EVENT_READ = ("yes", "no", "guests", "event_name")
 
 
@@ -126,9 +130,10 @@ class Wire:
         out: list[Any] = []
 
         def complete(data: bytes) -> bool:
-            reader.feed(data)
-            while len(out) < replies and (reply := reader.gets()) is not False:
-                out.append(reply)
+            for start in range(0, len(data), FEED_BYTES):
+                reader.feed(data, start, min(FEED_BYTES, len(data) - start))
+                while len(out) < replies and (reply := reader.gets()) is not False:
+                    out.append(reply)
             return len(out) == replies
 
         self._send(payload)
@@ -228,5 +233,9 @@ def _error(reply: Any) -> bool:
 
 def _parse(data: bytes, replies: int) -> list[Any]:
     reader = hiredis.Reader(encoding="utf-8", errors="replace")
-    reader.feed(data)
-    return [reader.gets() for _ in range(replies)]
+    out: list[Any] = []
+    for start in range(0, len(data), FEED_BYTES):
+        reader.feed(data, start, min(FEED_BYTES, len(data) - start))
+        while (reply := reader.gets()) is not False:
+            out.append(reply)
+    return out[:replies]

@@ -75,7 +75,8 @@ def test_reprocess_builds_beside_diffs_promotes_and_retires(
            "KAPPA_LOADER__TABLES__SILVER.RSVPS__TOPIC": s.analyzed_topic,
            "KAPPA_LOADER__TABLES__GOLD.RSVP_SUMMARIES__TOPIC": s.summaries_topic,
            "KAPPA_LOADER__TABLES__OPS.DLQ__TOPIC": s.dlq_topic,
-           "KAPPA_LOADER__TABLES__BRONZE.RSVPS_RAW__TOPIC": s.source_topic}
+           "KAPPA_LOADER__TABLES__BRONZE.RSVPS_RAW__TOPIC": s.source_topic,
+           "KAPPA_STREAMING__REPROCESS_NICE": "3"}
     client = redis.Redis(host=stream_cfg.redis.host, port=stream_cfg.redis.port, decode_responses=True)
     prefix = s.redis_prefix
     log = (tmp_path / "v1.log").open("ab")
@@ -87,8 +88,8 @@ def test_reprocess_builds_beside_diffs_promotes_and_retires(
         # version 2, the same code: nothing differs once it has caught up
         started = _json(env, "reprocess", "start", "--version", "2")
         assert started["redis_prefix"] == f"{prefix}-v2"
-        # at streaming.reprocess_nice, below the live job's priority (its workers inherit it)
-        assert psutil.Process(started["pid"]).nice() == stream_cfg.streaming.reprocess_nice == 10
+        # at streaming.reprocess_nice (set for this test), below the live job's priority
+        assert psutil.Process(started["pid"]).nice() == 3
         _wait(lambda: int(client.hget(f"{prefix}-v2:totals", "input") or 0) == EVENTS, "version 2")
         same = _json(env, "reprocess", "diff", "--version", "2")
         assert (same["keys_changed"], same["only_in_current"], same["only_in_version"]) == (0, [], [])
