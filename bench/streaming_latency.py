@@ -30,7 +30,7 @@ def latency(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
 
     def job() -> None:
         try:
-            run_stream(job_cfg, RunSpec(mode="live", starting="latest"), progress=lambda m: None,
+            run_stream(job_cfg, RunSpec(mode="live", starting="earliest"), progress=lambda m: None,
                        stop=stop)
         except BaseException as exc:  # reported in the result
             errors.append(exc)
@@ -99,11 +99,13 @@ def _analyzed_latencies(props: dict[str, str], topic: str, since_ms: int) -> dic
             for p in range(PARTITIONS)}
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     delays: list[int] = []
+    read = 0
     done = {p for p, end in ends.items() if end == 0}
     while len(done) < PARTITIONS:
         for msg in consumer.consume(10_000, timeout=5):
             if msg.error():
                 continue
+            read += 1
             source_ms = json.loads(msg.value())["kafka_timestamp_ms"]
             if source_ms is not None and source_ms >= since_ms:
                 delays.append(msg.timestamp()[1] - source_ms)
@@ -112,7 +114,7 @@ def _analyzed_latencies(props: dict[str, str], topic: str, since_ms: int) -> dic
     consumer.close()
     delays.sort()
     at = {q: delays[min(len(delays) - 1, int(q * len(delays)))] if delays else None for q in (0.5, 0.9, 0.99)}
-    return {"records": len(delays), "p50_ms": at[0.5], "p90_ms": at[0.9], "p99_ms": at[0.99],
+    return {"records_read": read, "end_offsets": ends, "records": len(delays), "p50_ms": at[0.5], "p90_ms": at[0.9], "p99_ms": at[0.99],
             "max_ms": delays[-1] if delays else None}
 
 
