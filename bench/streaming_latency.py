@@ -114,7 +114,8 @@ def _analyzed_latencies(props: dict[str, str], topic: str, since_ms: int) -> dic
     consumer.close()
     delays.sort()
     at = {q: delays[min(len(delays) - 1, int(q * len(delays)))] if delays else None for q in (0.5, 0.9, 0.99)}
-    return {"records_read": read, "end_offsets": ends, "records": len(delays), "p50_ms": at[0.5], "p90_ms": at[0.9], "p99_ms": at[0.99],
+    return {"records_read": read, "end_offsets": ends, "records": len(delays),
+            "p50_ms": at[0.5], "p90_ms": at[0.9], "p99_ms": at[0.99],
             "max_ms": delays[-1] if delays else None}
 
 
