@@ -1,8 +1,8 @@
 """The Redis sink of the live summaries: fenced increments, exactly-once in effect.
 
 Key scheme and fence: docs/streaming.md ("Redis keys"). A batch's increments and the new fence
-go to Redis as one script call (jobs/streaming/redis_script.py) that checks the fence first:
-applied entirely or not at all, and never twice for the same offsets.
+go to Redis as fenced transactions (jobs/streaming/redis_script.py) that check the fence first:
+each chunk applied entirely or not at all, and never twice for the same offsets.
 """
 
 from __future__ import annotations
@@ -110,9 +110,9 @@ class RedisSummarySink:
                        windows_ms: Mapping[str, int], top_n: int) -> list[dict[str, Any]]:
         """:meth:`apply`, and the absolute values of what it changed as rsvps.summaries records.
 
-        The reads go in the same script call as the writes, after them: one round trip and one
-        reply array, where a pipeline of a command per changed key, each encoded and parsed by
-        redis-py, took about 0.4 s of the driver's CPU per 300k replay
+        The reads go in the last transaction of the writes, after them (up to 5,000; more as one
+        pipeline after it), as RESP bytes whose replies hiredis parses in bulk: through redis-py,
+        a command per changed key took about 0.4 s of the driver's CPU per 300k replay
         (docs/explanation/streaming-performance.md).
         """
         applied, ops = self._prepare(increments, meta)
@@ -187,7 +187,7 @@ class RedisSummarySink:
             for start in starts:
                 op("EXPIRE", keys(name, start), ttl)
             ordered = sorted(starts)
-            for i in range(0, len(ordered), SCRIPT_CHUNK):  # Lua's unpack() takes ~8,000 values
+            for i in range(0, len(ordered), SCRIPT_CHUNK):  # one command stays small
                 op("ZADD", keys(name, "windows"), *(x for s in ordered[i:i + SCRIPT_CHUNK] for x in (s, s)))
             op("ZREMRANGEBYRANK", keys(name, "windows"), 0, -MAX_INDEXED_WINDOWS - 1)
 
@@ -229,9 +229,9 @@ class RedisSummarySink:
 class SummaryReads:
     """The reads of what an apply changed, and their replies as rsvps.summaries records.
 
-    The same commands go in the apply's script call (:meth:`RedisSummarySink.apply_and_read`) or,
-    publishing a recovered batch again, in a script of reads alone (:meth:`RedisSummarySink.read_back`):
-    both answer them as Lua passes them on (lists of strings, None for a missing field).
+    The same reads go in the apply's last transaction (:meth:`RedisSummarySink.apply_and_read`)
+    or, publishing a recovered batch again, alone (:meth:`RedisSummarySink.read_back`): both
+    answer them in RESP2's shapes (lists of strings, None for a missing field).
     """
 
     def __init__(self, keys: Keys, applied: Applied, windows_ms: Mapping[str, int], top_n: int) -> None:
