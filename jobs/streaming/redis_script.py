@@ -23,6 +23,7 @@ import hiredis
 import redis
 
 from jobs.common.errors import KappaError
+from jobs.streaming.fence_fields import STREAM_SUFFIX, Partition, field_partition
 from jobs.streaming.resp import EventWrites, Transaction, Wire, event_reads, pack
 
 SCRIPT_CHUNK = 1000
@@ -37,7 +38,6 @@ more go as a pipeline after it, which Redis interleaves with other clients."""
 EVENT_ARGS = 11
 """What one event's writes count against :data:`APPLY_CHUNK_ARGS`: ``HINCRBY key field n``,
 ``HSET key event_name name``, ``EXPIRE key ttl``."""
-Partition = tuple[str, int]
 MARK = ("apply_marker", "apply_chunk")
 
 
@@ -177,7 +177,7 @@ class FencedApply:
                 continue
             if status == "moved":
                 moved = {tp: int(value) if value else None for name, value in detail
-                         if (tp := _partition(name)) is not None}
+                         if (tp := field_partition(name)) is not None}
                 raise FenceMoved(f"the Redis fence moved while the batch was computed ({moved}); "
                                  "another query writes the same summaries: stop it")
             if status != "go":
@@ -280,37 +280,3 @@ def chunk_writes(ops: list[list[str]], events: int, budget: int) -> list[tuple[S
     for at in range(first, events, per_chunk):
         chunks.append(((len(ops), len(ops)), (at, min(events, at + per_chunk))))
     return chunks
-
-
-STREAM_SUFFIX = ":stream_ms"
-"""Fence hash fields ``<topic>:<partition>:stream_ms``: the stream time at the partition's fence."""
-
-
-def parse_fence(raw: Mapping[Any, Any]) -> dict[Partition, int]:
-    """The fence hash as next offsets per topic-partition (its other fields left out)."""
-    fence: dict[Partition, int] = {}
-    for name, value in raw.items():
-        tp = _partition(name)
-        if tp is not None:
-            fence[tp] = int(value)
-    return fence
-
-
-def parse_stream_points(raw: Mapping[Any, Any]) -> dict[Partition, dict[int, int | None]]:
-    """The stream time the fence recorded at each partition's fenced offset (stream_time.py)."""
-    fence = parse_fence(raw)
-    points: dict[Partition, dict[int, int | None]] = {}
-    for raw_name, raw_value in raw.items():
-        name = raw_name.decode() if isinstance(raw_name, bytes) else raw_name
-        if not name.endswith(STREAM_SUFFIX):
-            continue
-        tp = _partition(name.removesuffix(STREAM_SUFFIX))
-        if tp is not None and tp in fence:
-            value = raw_value.decode() if isinstance(raw_value, bytes) else raw_value
-            points[tp] = {fence[tp]: int(value) if value else None}
-    return points
-
-
-def _partition(field: str) -> Partition | None:
-    topic, sep, partition = field.rpartition(":")
-    return (topic, int(partition)) if sep and partition.isdigit() else None

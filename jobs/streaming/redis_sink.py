@@ -19,6 +19,7 @@ import redis
 
 from jobs.common.config import KappaConfig
 from jobs.streaming.aggregates import CITY, EVENT, MEMBER, MEMBER_ALL, MEMBERS_ADDED, TOPIC, TOPIC_MINUTE
+from jobs.streaming.fence_fields import parse_fence, parse_stream_points
 from jobs.streaming.redis_script import (
     SCRIPT_CHUNK,
     ApplyOps,
@@ -26,16 +27,14 @@ from jobs.streaming.redis_script import (
     Partition,
     Reads,
     SummarySinkError,
-    parse_fence,
-    parse_stream_points,
 )
+from jobs.streaming.summary_reads import SummaryReads
 
 logger = logging.getLogger(__name__)
 
 FENCE_SCOPE = "summaries"
 HISTORY = 100
 MAX_INDEXED_WINDOWS = 10_000
-HLL_ERROR = 0.0081
 PFADD_CHUNK = 5000
 
 @dataclass
@@ -226,52 +225,6 @@ class RedisSummarySink:
         self.client.close()
 
 
-class SummaryReads:
-    """The reads of what an apply changed, and their replies as rsvps.summaries records.
-
-    The same reads go in the apply's last transaction (:meth:`RedisSummarySink.apply_and_read`)
-    or, publishing a recovered batch again, alone (:meth:`RedisSummarySink.read_back`): both
-    answer them in RESP2's shapes (lists of strings, None for a missing field).
-    """
-
-    def __init__(self, keys: Keys, applied: Applied, windows_ms: Mapping[str, int], top_n: int) -> None:
-        self.windows_ms = windows_ms
-        self.cities = sorted(applied.cities)
-        self.trending = sorted(applied.trending)
-        self.members = sorted(applied.members)
-        self.events = sorted(applied.events)
-        self.topics = applied.topics
-        top = str(top_n - 1)
-        self.reads = Reads([
-            *(["HGET", keys("cities", start), city] for start, city in self.cities),
-            *(["ZREVRANGE", keys("trending", start), "0", top, "WITHSCORES"] for start in self.trending),
-            *(["PFCOUNT", keys("members", start)] for start in self.members),
-            *([["ZREVRANGE", keys("topics", "all"), "0", top, "WITHSCORES"]] if self.topics else [])],
-            self.events, keys("event", ""))
-
-    def records(self, replies: Sequence[Any]) -> list[dict[str, Any]]:
-        """The rsvps.summaries records of the replies to :attr:`commands`."""
-        results, windows_ms = iter(replies), self.windows_ms
-        out: list[dict[str, Any]] = []
-        for start, city in self.cities:
-            out.append(_window("city_window", f"city_window/{start}/{city}", start, windows_ms["city"])
-                       | {"city": city, "count": int(next(results) or 0)})
-        for start in self.trending:
-            out.append(_window("trending", f"trending/{start}", start, windows_ms["trending"])
-                       | {"items": _items(next(results))})
-        for start in self.members:
-            out.append(_window("members_window", f"members_window/{start}", start, windows_ms["members"])
-                       | {"approx_distinct": int(next(results)), "error": HLL_ERROR})
-        topics = [{"kind": "top_topics", "key": "top_topics", "items": _items(next(results))}
-                  for _ in range(self.topics)]
-        for event_id in self.events:   # the events' reads come last (Reads)
-            yes, no, guests, name = next(results) or (None,) * 4
-            out.append({"kind": "event", "key": f"event/{event_id}", "event_id": event_id,
-                        "event_name": name, "yes": int(yes or 0), "no": int(no or 0),
-                        "guests": int(guests or 0)})
-        return out + topics
-
-
 def add_members(pipe, keys: Keys, members: Mapping[int, Sequence[str]]) -> None:
     """PFADD member ids by window start (-1: the all-time set) on a pipeline.
 
@@ -289,13 +242,3 @@ def add_members(pipe, keys: Keys, members: Mapping[int, Sequence[str]]) -> None:
 def task_client(kwargs: tuple[tuple[str, Any], ...]) -> redis.Redis:
     """A Redis client kept per Python worker for the tasks' member writes."""
     return redis.Redis(**dict(kwargs), socket_timeout=30)
-
-
-def _window(kind: str, key: str, start: int, size_ms: int) -> dict[str, Any]:
-    return {"kind": kind, "key": key, "window_start_ms": start, "window_end_ms": start + size_ms}
-
-
-def _items(flat: Sequence[str] | None) -> list[dict[str, Any]]:
-    """``ZREVRANGE ... WITHSCORES`` as Redis answers it: item, score, item, score, ..."""
-    flat = flat or []
-    return [{"item": flat[i], "count": int(float(flat[i + 1])), "error": 0} for i in range(0, len(flat), 2)]

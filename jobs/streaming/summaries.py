@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from jobs.common.config import KappaConfig
-from jobs.streaming.redis_sink import HLL_ERROR, Keys, connect
+from jobs.streaming.redis_sink import Keys, connect
+from jobs.streaming.summary_reads import HLL_ERROR
 
 
 def _latest_windows(client: Any, keys: Keys, name: str, count: int) -> list[int]:
