@@ -6,11 +6,12 @@ import argparse
 import json
 import threading
 import time
+from itertools import pairwise
 from statistics import median
 from typing import Any
 
 from confluent_kafka import Producer
-from streaming_support import FAULTS, PARTITIONS, job_config, new_topic, produce
+from streaming_support import FAULTS, PARTITIONS, Sampler, job_config, new_topic, produce
 
 from jobs.collector.generator import RsvpGenerator
 from jobs.common.config import KappaConfig
@@ -55,7 +56,10 @@ def latency(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
 
     poller = threading.Thread(target=poll, daemon=True)
     poller.start()
+    probe = BrokerProbe(props)
+    probe.start()
     sent = _paced(props, source, args.rate, args.settle + args.seconds)
+    probe.stop()
     time.sleep(5)
     deadline = time.monotonic() + 60
     last = {p: max((o for q, o, _ in sent if q == p), default=-1) for p in range(PARTITIONS)}
@@ -85,7 +89,7 @@ def latency(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
             "trigger_s": 1.0, "events": len(measured), "seen": len(latencies),
             "p50_ms": pick(0.50), "p90_ms": pick(0.90), "p99_ms": pick(0.99),
             "max_ms": round(latencies[-1] * 1000) if latencies else None,
-            "to_analyzed": analyzed,
+            "to_analyzed": analyzed, "broker_round_trip": probe.summary(),
             "live_batches": batches, "job_error": repr(errors[0])[:500] if errors else None}
 
 
@@ -94,13 +98,15 @@ def _analyzed_latencies(props: dict[str, str], topic: str, since_ms: int) -> dic
     record on rsvps.analyzed (written by the job's tasks): percentiles in ms."""
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({**props, "group.id": f"bench-{time.time_ns()}", "enable.auto.commit": False})
-    ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
-            for p in range(PARTITIONS)}
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    consumer = Consumer({**props, "group.id": f"bench-{time.time_ns()}", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})
+    bounds = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+              for p in range(PARTITIONS)}
+    ends = {p: high for p, (_, high) in bounds.items()}
+    consumer.assign([TopicPartition(topic, p, low) for p, (low, _) in bounds.items()])
     delays: list[int] = []
     read = 0
-    done = {p for p, end in ends.items() if end == 0}
+    done = {p for p, (low, high) in bounds.items() if high <= low}
     while len(done) < PARTITIONS:
         for msg in consumer.consume(10_000, timeout=5):
             if msg.error():
@@ -140,7 +146,18 @@ def _live_batches(client: Any, cfg: KappaConfig) -> dict[str, Any]:
     for batch in busy:
         for name, ms in batch.get("phases_ms", {}).items():
             phases.setdefault(name, []).append(ms)
+    timeline = [{"batch_id": b["batch_id"], "rows": b["input_rows"],
+                 "start_ms": b["emitted_ms"] - b["batch_duration_ms"],
+                 "pass_ms": b["batch_duration_ms"], "phases_ms": b.get("phases_ms"),
+                 "tasks_max_ms": (b.get("tasks") or {}).get("max_ms"),
+                 "apply_ms": b.get("apply_ms"), "applied_after_pass_ms": b["applied_ms"] - b["emitted_ms"]}
+                for b in sorted(busy, key=lambda b: b["batch_id"]) if "applied_ms" in b]
+    for before, batch in pairwise(timeline):
+        batch["gap_ms"] = batch["start_ms"] - (before["start_ms"] + before["pass_ms"])
+    slowest = sorted(timeline, key=lambda b: -(b["pass_ms"] + b["applied_after_pass_ms"]
+                                                + b.get("gap_ms", 0)))
     return {"batches": len(busy), "rows_median": median(b["input_rows"] for b in busy),
+            "slowest": slowest[:6],
             "duration_ms_median": median(b["batch_duration_ms"] for b in busy),
             "duration_ms_max": max(b["batch_duration_ms"] for b in busy),
             "phases_ms_median": {name: median(values) for name, values in phases.items()}}
@@ -192,3 +209,45 @@ def _delivered(sent: list[tuple[int, int, float]], stamp: float):
         if err is None:
             sent.append((msg.partition(), msg.offset(), stamp))
     return report
+
+
+class BrokerProbe(Sampler):
+    """The broker alone, beside the job: one record produced (acks=all) and fetched back every
+    100 ms, on a topic of its own; the round trip's percentiles and its stalls (over 1 s, with
+    their epoch ms, to set beside the batches' ``start_ms``)."""
+
+    def __init__(self, props: dict[str, str]) -> None:
+        self.props, self.topic = props, new_topic(props, 1)
+        self.trips: list[tuple[int, float]] = []
+        super().__init__()
+
+    def _run(self) -> None:
+        from confluent_kafka import Consumer, TopicPartition
+
+        producer = Producer({**producer_config(self.props), "linger.ms": 0})
+        consumer = Consumer({**self.props, "group.id": f"probe-{time.time_ns()}",
+                             "enable.auto.commit": False})
+        consumer.assign([TopicPartition(self.topic, 0, 0)])
+        while not self._stop.is_set():
+            began, token = time.time(), str(time.time_ns()).encode()
+            producer.produce(self.topic, token)
+            producer.flush(60)
+            deadline = began + 60
+            while time.time() < deadline:
+                msg = consumer.poll(0.05)
+                if msg is not None and not msg.error() and msg.value() == token:
+                    break
+            self.trips.append((int(began * 1000), time.time() - began))
+            time.sleep(0.1)
+        consumer.close()
+
+    def summary(self) -> dict[str, Any]:
+        trips = sorted(t for _, t in self.trips)
+        if not trips:
+            return {}
+
+        def at(q: float) -> int:
+            return round(trips[min(len(trips) - 1, int(q * len(trips)))] * 1000)
+
+        return {"trips": len(trips), "p50_ms": at(0.5), "p99_ms": at(0.99), "max_ms": at(1.0),
+                "stalls_over_1s": [{"start_ms": ms, "ms": round(t * 1000)} for ms, t in self.trips if t > 1]}

@@ -144,7 +144,27 @@ def _is_broker(proc: psutil.Process) -> bool:
         return False
 
 
-class RssSampler:
+class Sampler:
+    """A daemon thread that runs :meth:`_run` until :meth:`stop`."""
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        """Begin sampling."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop sampling."""
+        self._stop.set()
+        self._thread.join(120)
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+
+class RssSampler(Sampler):
     """Peak RSS of the driver JVM + its descendants (and of each part), and of this process.
 
     Sampled every 0.2 s; each part's peak is its own, so ``jvm`` + ``python_workers`` can exceed
@@ -164,17 +184,7 @@ class RssSampler:
         """Each process's RSS (MiB) in the sample where JVM + workers peaked, largest first."""
         self.cpu_s = 0.0
         """CPU seconds the sampling thread has used (subtracted from the runs' CPU by with_cpu)."""
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self) -> None:
-        """Begin sampling."""
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop sampling."""
-        self._stop.set()
-        self._thread.join()
+        super().__init__()
 
     def _run(self) -> None:
         while not self._stop.is_set():

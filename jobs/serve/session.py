@@ -84,11 +84,14 @@ async def _catch_up(service: Service, subscriber: Subscriber,
     for _ in range(MAX_ROUNDS):
         missed = hub.join(subscriber, current)
         if missed is not None:
-            service.metrics.resumes.labels(source).inc()
+            if source == "ring":  # counted once its source is known, not when it ends
+                service.metrics.resumes.labels(source).inc()
             if missed:
                 yield list(missed)
             return
-        source = "kafka"
+        if source == "ring":
+            source = "kafka"
+            service.metrics.resumes.labels(source).inc()
         lost = await _retention(service, streams, current)
         if lost:
             yield [lost]
