@@ -10,7 +10,11 @@ its start to its last batch), start-up = wall - run time, events/s over the wall
 RSS of the process tree. The job runs with every sink (Kafka outputs, the fenced Redis apply).
 
 The stack is the configured one (``KAPPA_*`` and conf/ as every command: ``kappa stack up`` first);
-each run writes fresh output topics and its own Redis prefix. Prints JSON.
+each run writes fresh output topics and its own Redis prefix. Unless ``--no-rest-client``, a
+``kappa serve`` started by the benchmark answers a REST client (a process of its own) that sends
+``GET /api/v1/cities`` every 10 ms during every run, the job's and the loop's: its latency while
+the job applies to Redis, against the same client while the loop (which writes no Redis) runs.
+Prints JSON.
 
     .venv/bin/python bench/replay_cli.py --records 300000 --rounds 3
 """
@@ -19,12 +23,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
+import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -69,6 +77,72 @@ def timed(command: list[str], env: dict[str, str]) -> dict[str, Any]:
     return {"wall_s": round(wall, 2), "peak_rss_mb": round(peak[0]), "last": out.strip().splitlines()[-1]}
 
 
+def rest_client(url: str, stop: Any, out: Any) -> None:
+    """``GET url`` every 10 ms until ``stop``; the latencies (ms) and failed requests to ``out``."""
+    import httpx
+
+    latencies, failed = [], 0
+    with httpx.Client(timeout=30) as client:
+        while not stop.is_set():
+            began = time.perf_counter()
+            try:
+                client.get(url).raise_for_status()
+            except httpx.HTTPError:
+                failed += 1
+            latencies.append((time.perf_counter() - began) * 1000)
+            time.sleep(0.01)
+    out.put((latencies, failed))
+
+
+class RestProbe:
+    """``kappa serve`` on the configured stack and a REST client process, run by run."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}/api/v1/cities"
+        self.server = subprocess.Popen([sys.executable, "-m", "jobs.cli", "serve", "--port", str(port)],
+                                       env=env, cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(self.url, timeout=5).read()
+                break
+            except OSError:
+                if time.monotonic() > deadline or self.server.poll() is not None:
+                    raise RuntimeError("kappa serve did not answer within 60 s") from None
+                time.sleep(0.3)
+
+    def around(self, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """``run()``, with the client's latencies during it added as ``rest_ms``."""
+        stop, out = multiprocessing.Event(), multiprocessing.Queue()
+        client = multiprocessing.Process(target=rest_client, args=(self.url, stop, out))
+        client.start()
+        try:
+            result = run()
+        finally:
+            stop.set()
+            latencies, failed = out.get(timeout=60)
+            client.join()
+        ordered = sorted(latencies)
+
+        def at(q: float) -> float:
+            return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1) if ordered else 0.0
+
+        return result | {"rest_ms": {"requests": len(ordered), "failed": failed, "p50": at(0.5),
+                                     "p99": at(0.99), "max": at(1.0)}}
+
+    def close(self) -> None:
+        self.server.terminate()
+        self.server.wait(30)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def job_run(env: dict[str, str], props: dict[str, str], source: str, records: int) -> dict[str, Any]:
     name = uuid.uuid4().hex[:8]
     run_env = {**env, "KAPPA_STREAMING__SOURCE_TOPIC": source,
@@ -103,12 +177,24 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=300_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--no-rest-client", action="store_true", help="no kappa serve, no REST client")
     args = parser.parse_args()
     cfg = load_config()
     props = cfg.kafka.client_config()
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
     out: dict[str, Any] = {"benchmark": "replay_cli", "records": args.records, "cores": os.cpu_count(),
                            "spark_master": cfg.spark.master, "workloads": {}}
+    probe = None if args.no_rest_client else RestProbe(env)
+    try:
+        _workloads(args, props, env, probe, out)
+    finally:
+        if probe is not None:
+            probe.close()
+    print(json.dumps(out, indent=2))
+
+
+def _workloads(args: argparse.Namespace, props: dict[str, str], env: dict[str, str],
+               probe: RestProbe | None, out: dict[str, Any]) -> None:
     for workload in args.workloads.split(","):
         source = new_topic(props, PARTITIONS)
         produce(props, source, args.records, seed=7, distinct_events=workload == "high-cardinality")
@@ -116,13 +202,19 @@ def main() -> None:
         rounds = []
         for index in range(args.rounds):
             order = (loop_run, job_run) if index % 2 == 0 else (job_run, loop_run)
-            runs = {fn.__name__.removesuffix("_run"): fn(env, props, source, args.records) for fn in order}
+            runs = {}
+            for fn in order:
+                def run(fn: Callable[..., dict[str, Any]] = fn, source: str = source) -> dict[str, Any]:
+                    return fn(env, props, source, args.records)
+                runs[fn.__name__.removesuffix("_run")] = probe.around(run) if probe else run()
             runs["job_vs_loop"] = round(runs["job"]["events_per_s"] / runs["loop"]["events_per_s"], 2)
             rounds.append(runs)
         out["workloads"][workload] = {
             "rounds": rounds, "median_job_vs_loop": median(r["job_vs_loop"] for r in rounds),
             "median_job_startup_s": median(r["job"]["startup_s"] for r in rounds)}
-    print(json.dumps(out, indent=2))
+        if probe is not None:
+            out["workloads"][workload]["rest_p99_ms_median"] = {
+                kind: median(r[kind]["rest_ms"]["p99"] for r in rounds) for kind in ("job", "loop")}
 
 
 if __name__ == "__main__":

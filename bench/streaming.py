@@ -24,7 +24,11 @@ measures, in one run on the same topic:
 * ``latency``: the job live (1 s trigger) while a paced producer sends ``--rate`` events/s for
   ``--seconds`` (after ``--settle`` seconds of the same rate, not counted). Latency of an event =
   the first time a 10 ms poller saw the Redis fence of its partition (written in the same
-  fenced script call as the summary increments) beyond its offset, minus its produce time;
+  fenced script call as the summary increments) beyond its offset, minus its produce time.
+  Beside it, ``broker_round_trip`` probes the broker alone (one record produced with acks=all
+  and fetched back every 100 ms, on a topic of its own: its stalls over 1 s with their times),
+  and ``live_batches.slowest`` lists the slowest batches with their start time, phases and the
+  tasks' largest phase times, to tell the job's delays from the broker's;
 * ``rss``: the peak, sampled every 0.2 s, of the driver JVM plus every process under it (Python
   workers), and of this process (the driver's Python, which also runs the benchmark);
 * between phases, the embedded broker is left to settle (the work it does after taking writes

@@ -33,7 +33,17 @@ def build_app(cfg: KappaConfig, token: SecretStr | None) -> Guard:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        await service.start()
+        # a failed start is kept and reported by the runner in one line; raised here, uvicorn
+        # would print it as a traceback
+        try:
+            await service.start()
+        except Exception as exc:
+            service.start_error = exc
+            await service.stop()
+            if service.on_start_failed is not None:
+                service.on_start_failed()
+            yield
+            return
         try:
             yield
         finally:

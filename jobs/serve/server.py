@@ -46,7 +46,9 @@ def run(cfg: KappaConfig, token: SecretStr | None, host: str, port: int, log_lev
     """
     from jobs.common.processes import register_process
 
-    server = uvicorn.Server(uvicorn_config(build_app(cfg, token), host, port, log_level))
+    app = build_app(cfg, token)
+    server = uvicorn.Server(uvicorn_config(app, host, port, log_level))
+    app.service.on_start_failed = lambda: setattr(server, "should_exit", True)
     previous = signal.signal(signal.SIGTERM, _terminated)
     try:
         with register_process(cfg, "serve"):
@@ -56,6 +58,8 @@ def run(cfg: KappaConfig, token: SecretStr | None, host: str, port: int, log_lev
         return
     finally:
         signal.signal(signal.SIGTERM, previous)
+    if app.service.start_error is not None:
+        raise KappaError(f"kappa serve could not start: {app.service.start_error}")
     if not server.started:
         raise KappaError(f"kappa serve could not start on {host}:{port} (port in use, or Kafka/Redis "
                          "unreachable: see the log above and docs/runbooks/serve.md)")
@@ -68,6 +72,7 @@ class ServerThread:
                  port: int = 0) -> None:
         self.app = build_app(cfg, token)
         self.server = uvicorn.Server(uvicorn_config(self.app, host, port, grace_s=1))
+        self.app.service.on_start_failed = lambda: setattr(self.server, "should_exit", True)
         self._thread = threading.Thread(target=self._run, name="kappa-serve", daemon=True)
         self.loop: asyncio.AbstractEventLoop | None = None
 
@@ -87,10 +92,13 @@ class ServerThread:
         """Start and wait until it listens."""
         self._thread.start()
         deadline = time.monotonic() + START_TIMEOUT_S
-        while not self.server.started:
+        while not self.server.started and self.app.service.start_error is None:
             if not self._thread.is_alive() or time.monotonic() > deadline:
                 raise KappaError("the serve thread did not start (see its log)")
             time.sleep(0.02)
+        if self.app.service.start_error is not None:
+            self._thread.join(timeout=15)
+            raise KappaError(f"kappa serve could not start: {self.app.service.start_error}")
         return self
 
     @property

@@ -71,6 +71,10 @@ class Service:
     rebuilding: str | None = None
     """Set while the served version has no data in Redis and another version is being built."""
     building: tuple[int, ...] = ()
+    start_error: Exception | None = None
+    """Why :meth:`start` failed (the app's lifespan keeps it and stops the server)."""
+    on_start_failed: Any = None
+    """Called when :meth:`start` failed: the runner stops its server (None: nothing to stop)."""
     _watch: asyncio.Task | None = None
     _generation: int = 0
 

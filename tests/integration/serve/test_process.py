@@ -39,3 +39,16 @@ def test_sigterm_removes_the_pidfile(kappa_env, serve_topics, stack):
         if process.poll() is None:
             process.kill()
             process.wait(10)
+
+
+def test_a_missing_topic_is_one_line_and_exit_1(kappa_env, stack):
+    env = {**os.environ, **kappa_env, "KAPPA_SERVE__ANALYZED_TOPIC": "no.such.topic"}
+    done = subprocess.run([sys.executable, "-m", "jobs.cli", "serve", "--port", str(free_port())],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "'no.such.topic' is not readable" in errors[0], done.stderr
+    assert "kappa topics apply" in errors[0]
+    pidfiles = list((Path(kappa_env["KAPPA_STACK__DATA_DIR"]) / "run").glob("serve.*.pid"))
+    assert not pidfiles, pidfiles
