@@ -12,8 +12,9 @@ RSS of the process tree. The job runs with every sink (Kafka outputs, the fenced
 The stack is the configured one (``KAPPA_*`` and conf/ as every command: ``kappa stack up`` first);
 each run writes fresh output topics and its own Redis prefix. Unless ``--no-rest-client``, a
 ``kappa serve`` started by the benchmark answers a REST client (a process of its own) that sends
-``GET /api/v1/cities`` every 10 ms during every run, the job's and the loop's: its latency while
-the job applies to Redis, against the same client while the loop (which writes no Redis) runs.
+``GET /api/v1/cities`` every 10 ms (serve's per-client rate limit raised for it) during every run,
+the job's and the loop's: its latency while the job applies to Redis, against the same client
+while the loop (which writes no Redis) runs.
 Prints JSON.
 
     .venv/bin/python bench/replay_cli.py --records 300000 --rounds 3
@@ -38,10 +39,11 @@ from statistics import median
 from typing import Any
 
 import psutil
+import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from streaming_support import PARTITIONS, new_topic, produce, settle
+from streaming_support import PARTITIONS, drop_topics, new_topic, produce, settle
 
 from jobs.common.config import PROJECT_ROOT, load_config
 
@@ -100,8 +102,10 @@ class RestProbe:
     def __init__(self, env: dict[str, str]) -> None:
         port = free_port()
         self.url = f"http://127.0.0.1:{port}/api/v1/cities"
+        # the client sends 100 requests/s from one address: above serve's per-client rate limit
+        limits = {"KAPPA_SERVE__RATE_LIMIT_PER_S": "1000", "KAPPA_SERVE__RATE_LIMIT_BURST": "1000"}
         self.server = subprocess.Popen([sys.executable, "-m", "jobs.cli", "serve", "--port", str(port)],
-                                       env=env, cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL,
+                                       env={**env, **limits}, cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL,
                                        stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 60
         while True:
@@ -145,14 +149,18 @@ def free_port() -> int:
 
 def job_run(env: dict[str, str], props: dict[str, str], source: str, records: int) -> dict[str, Any]:
     name = uuid.uuid4().hex[:8]
+    outputs = [new_topic(props, PARTITIONS), new_topic(props, PARTITIONS), new_topic(props, 1)]
     run_env = {**env, "KAPPA_STREAMING__SOURCE_TOPIC": source,
-               "KAPPA_STREAMING__ANALYZED_TOPIC": new_topic(props, PARTITIONS),
-               "KAPPA_STREAMING__SUMMARIES_TOPIC": new_topic(props, PARTITIONS),
-               "KAPPA_STREAMING__DLQ_TOPIC": new_topic(props, 1),
+               "KAPPA_STREAMING__ANALYZED_TOPIC": outputs[0],
+               "KAPPA_STREAMING__SUMMARIES_TOPIC": outputs[1],
+               "KAPPA_STREAMING__DLQ_TOPIC": outputs[2],
                "KAPPA_STREAMING__REDIS_PREFIX": f"bench{name}",
                "KAPPA_STREAMING__QUERY_NAME": f"bench-{name}"}
-    result = timed([sys.executable, "-m", "jobs.cli", "stream", "run", "--mode", "replay", "--from",
-                    "earliest", "--to", "latest", "--fresh", "--json"], run_env)
+    try:
+        result = timed([sys.executable, "-m", "jobs.cli", "stream", "run", "--mode", "replay", "--from",
+                        "earliest", "--to", "latest", "--fresh", "--json"], run_env)
+    finally:
+        forget(props, outputs, f"bench{name}")
     report = json.loads(result.pop("last"))
     assert report["records_read"] == records, report
     startup = round(result["wall_s"] - report["duration_s"], 2)
@@ -162,14 +170,30 @@ def job_run(env: dict[str, str], props: dict[str, str], source: str, records: in
 
 
 def loop_run(env: dict[str, str], props: dict[str, str], source: str, records: int) -> dict[str, Any]:
+    outputs = [new_topic(props, PARTITIONS), new_topic(props, 1)]
     command = [sys.executable, str(Path(__file__).with_name("streaming_loop.py")), "--source", source,
                "--partitions", str(PARTITIONS), "--records", str(records),
-               "--analyzed", new_topic(props, PARTITIONS), "--dlq", new_topic(props, 1)]
-    result = timed(command, env)
+               "--analyzed", outputs[0], "--dlq", outputs[1]]
+    try:
+        result = timed(command, env)
+    finally:
+        forget(props, outputs)
     report = json.loads(result.pop("last"))
     return result | {"run_s": report["seconds"], "startup_s": round(result["wall_s"] - report["seconds"], 2),
                      "events_per_s": round(records / result["wall_s"]), "late": report["late"],
                      "dead_lettered": report["dlq"]}
+
+
+def forget(props: dict[str, str], topics: list[str], prefix: str | None = None) -> None:
+    """Delete a run's output topics and Redis keys: the broker rewrites all it holds after writes
+    and Redis its whole append-only file, so what earlier runs left would slow the later ones."""
+    if prefix is not None:
+        client = redis.Redis(**load_config().redis.client_kwargs())
+        keys = list(client.scan_iter(f"{prefix}:*", count=10_000))
+        for i in range(0, len(keys), 10_000):
+            client.unlink(*keys[i:i + 10_000])
+        client.close()
+    drop_topics(props, topics)
 
 
 def main() -> None:
@@ -209,6 +233,7 @@ def _workloads(args: argparse.Namespace, props: dict[str, str], env: dict[str, s
                 runs[fn.__name__.removesuffix("_run")] = probe.around(run) if probe else run()
             runs["job_vs_loop"] = round(runs["job"]["events_per_s"] / runs["loop"]["events_per_s"], 2)
             rounds.append(runs)
+        drop_topics(props, [source])
         out["workloads"][workload] = {
             "rounds": rounds, "median_job_vs_loop": median(r["job_vs_loop"] for r in rounds),
             "median_job_startup_s": median(r["job"]["startup_s"] for r in rounds)}

@@ -150,6 +150,7 @@ class SparkConfig(Section):
     shuffle_partitions: int = Field(default=4, ge=1)
     ui_enabled: bool = True
     conf: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    service_nice: int = Field(default=10, ge=0, le=19)  # CPU priority of the Spark service (`kappa spark up`)
     kafka_backend: Literal["auto", "python", "jvm"] = "auto"
     delta_backend: Literal["auto", "deltalake", "jvm"] = "auto"
     emr_application_id: str | None = None

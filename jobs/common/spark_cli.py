@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -44,8 +45,11 @@ def up(port: Annotated[int, typer.Option("--port", help="Loopback port (0: a fre
         return
     log = log_path(cfg)
     log.parent.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", MODULE, "--port", str(port)]
+    if cfg.spark.service_nice and shutil.which("nice"):  # the JVM and its workers inherit it
+        command = ["nice", "-n", str(cfg.spark.service_nice), *command]
     with log.open("ab") as out:
-        process = subprocess.Popen([sys.executable, "-m", MODULE, "--port", str(port)],
+        process = subprocess.Popen(command,
                                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    cwd=PROJECT_ROOT, process_group=0)
     progress(f"spark: starting pid {process.pid} (log {log})")

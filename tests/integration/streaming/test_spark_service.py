@@ -124,7 +124,7 @@ def test_a_replay_attached_to_the_service_equals_a_cold_one_which_leaves_no_proc
     produce(stream_cfg, stream_cfg.streaming.source_topic, (s.line for s in sent))
     data_dir, tag = tmp_path / "stack", tmp_path.name[-8:]
     warm_prefix, cold_prefix = f"w{tag}", f"c{tag}"
-    warm_env = _env(stream_cfg, kappa_env, data_dir, warm_prefix)
+    warm_env = {**_env(stream_cfg, kappa_env, data_dir, warm_prefix), "KAPPA_SPARK__SERVICE_NICE": "3"}
     cold_env = _env(stream_cfg, kappa_env, data_dir, cold_prefix)
     cold, cold_err, outlived = _replay(cold_env, "cold", tmp_path)  # no service is up yet
     assert "spark service" not in cold_err.lower()  # the default, cold path says nothing of it
@@ -140,6 +140,7 @@ def test_a_replay_attached_to_the_service_equals_a_cold_one_which_leaves_no_proc
         service = psutil.Process(pid)
         processes = [service, *service.children(recursive=True)]  # the JVM, the Python daemons
         assert len(processes) >= 4, processes
+        assert {p.nice() for p in processes} == {3}  # spark.service_nice, inherited by all of them
         down = _kappa(warm_env, "spark", "down")
         assert down.returncode == 0, down.stderr
         _, left = psutil.wait_procs(processes, timeout=5)
