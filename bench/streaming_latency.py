@@ -185,8 +185,10 @@ def _paced(props: dict[str, str], topic: str, rate: float, seconds: float,
     # every delivery reported: the sink's config reports only failures, which left this empty
     producer = Producer({**producer_config(props), "delivery.report.only.error": False})
     sent = [] if sent is None else sent
-    lines = (g.line for g in RsvpGenerator(seed=4, faults=FAULTS,
-                                           start_ms=int(time.time() * 1000)).generate())
+    # event times follow the wall clock: at the generator's default pace (50/s) a faster producer
+    # would run ahead of it, and past streaming.future_skew_s the job dead-letters every record
+    lines = (g.line for g in RsvpGenerator(seed=4, faults=FAULTS, start_ms=int(time.time() * 1000),
+                                           events_per_second=rate).generate())
     began = time.time()
     index = 0
     while True:
