@@ -98,8 +98,10 @@ def _analyzed_latencies(props: dict[str, str], topic: str, since_ms: int) -> dic
     record on rsvps.analyzed (written by the job's tasks): percentiles in ms."""
     from confluent_kafka import Consumer, TopicPartition
 
+    # the embedded broker answers a fetch with the rest of the partition (hundreds of MB here)
     consumer = Consumer({**props, "group.id": f"bench-{time.time_ns()}", "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest"})
+                         "auto.offset.reset": "earliest", "fetch.max.bytes": 2_000_000_000,
+                         "receive.message.max.bytes": 2_147_483_647})
     bounds = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
               for p in range(PARTITIONS)}
     ends = {p: high for p, (_, high) in bounds.items()}
