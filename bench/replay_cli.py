@@ -26,7 +26,6 @@ import argparse
 import json
 import multiprocessing
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -43,9 +42,10 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from streaming_support import PARTITIONS, drop_topics, new_topic, produce, settle
+from streaming_support import PARTITIONS, drop_topics, new_topic, percentiles, produce, settle
 
 from jobs.common.config import PROJECT_ROOT, load_config
+from jobs.orchestration.settings import free_port
 
 WORKLOADS = ("skewed", "high-cardinality")
 
@@ -80,7 +80,7 @@ def timed(command: list[str], env: dict[str, str]) -> dict[str, Any]:
 
 
 def rest_client(url: str, stop: Any, out: Any) -> None:
-    """``GET url`` every 10 ms until ``stop``; the latencies (ms) and failed requests to ``out``."""
+    """``GET url`` every 10 ms until ``stop``; the latencies (s) and failed requests to ``out``."""
     import httpx
 
     latencies, failed = [], 0
@@ -91,7 +91,7 @@ def rest_client(url: str, stop: Any, out: Any) -> None:
                 client.get(url).raise_for_status()
             except httpx.HTTPError:
                 failed += 1
-            latencies.append((time.perf_counter() - began) * 1000)
+            latencies.append(time.perf_counter() - began)
             time.sleep(0.01)
     out.put((latencies, failed))
 
@@ -118,7 +118,7 @@ class RestProbe:
                 time.sleep(0.3)
 
     def around(self, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        """``run()``, with the client's latencies during it added as ``rest_ms``."""
+        """``run()``, with the client's latencies during it added as ``rest``."""
         stop, out = multiprocessing.Event(), multiprocessing.Queue()
         client = multiprocessing.Process(target=rest_client, args=(self.url, stop, out))
         client.start()
@@ -128,23 +128,11 @@ class RestProbe:
             stop.set()
             latencies, failed = out.get(timeout=60)
             client.join()
-        ordered = sorted(latencies)
-
-        def at(q: float) -> float:
-            return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1) if ordered else 0.0
-
-        return result | {"rest_ms": {"requests": len(ordered), "failed": failed, "p50": at(0.5),
-                                     "p99": at(0.99), "max": at(1.0)}}
+        return result | {"rest": percentiles(latencies, digits=1) | {"failed": failed}}
 
     def close(self) -> None:
         self.server.terminate()
         self.server.wait(30)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def job_run(env: dict[str, str], props: dict[str, str], source: str, records: int) -> dict[str, Any]:
@@ -239,7 +227,7 @@ def _workloads(args: argparse.Namespace, props: dict[str, str], env: dict[str, s
             "median_job_startup_s": median(r["job"]["startup_s"] for r in rounds)}
         if probe is not None:
             out["workloads"][workload]["rest_p99_ms_median"] = {
-                kind: median(r[kind]["rest_ms"]["p99"] for r in rounds) for kind in ("job", "loop")}
+                kind: median(r[kind]["rest"]["p99_ms"] for r in rounds) for kind in ("job", "loop")}
 
 
 if __name__ == "__main__":

@@ -40,21 +40,11 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from streaming_latency import _paced, _visible, fence_offsets
-from streaming_support import PARTITIONS, new_topic, produce, settle
+from streaming_support import PARTITIONS, new_topic, percentiles, produce, settle
 
 from jobs.common.config import PROJECT_ROOT, load_config
 from jobs.common.views import version_config
 from jobs.reprocess.core import job_pid, version_status
-
-
-def percentiles(latencies: list[float]) -> dict[str, Any]:
-    ordered = sorted(latencies)
-
-    def pick(q: float) -> int | None:
-        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000) if ordered else None
-
-    return {"events": len(ordered), "p50_ms": pick(0.5), "p90_ms": pick(0.9), "p99_ms": pick(0.99),
-            "max_ms": round(ordered[-1] * 1000) if ordered else None}
 
 
 class FencePoller(threading.Thread):

@@ -11,11 +11,12 @@ from statistics import median
 from typing import Any
 
 from confluent_kafka import Producer
-from streaming_support import FAULTS, PARTITIONS, Sampler, job_config, new_topic, produce
+from streaming_support import FAULTS, PARTITIONS, Sampler, job_config, new_topic, percentiles, produce
 
 from jobs.collector.generator import RsvpGenerator
 from jobs.common.config import KappaConfig
 from jobs.common.kafka.client import producer_config
+from jobs.streaming.fence_fields import parse_fence
 
 
 def latency(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
@@ -77,18 +78,11 @@ def latency(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
                 repr(errors[0])[:500] if errors else None}
     first = min(t for _, _, t in sent) + args.settle
     measured = [(p, o, t) for p, o, t in sent if t >= first]
-    latencies = _visible(measured, samples)
-    latencies.sort()
-
-    def pick(q: float) -> int | None:
-        return (round(latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000)
-                if latencies else None)
-
+    at = percentiles(_visible(measured, samples))
     analyzed = _analyzed_latencies(props, job_cfg.streaming.analyzed_topic, int(first * 1000))
     return {"rate_per_s": args.rate, "seconds": args.seconds, "settle_s": args.settle,
-            "trigger_s": 1.0, "events": len(measured), "seen": len(latencies),
-            "p50_ms": pick(0.50), "p90_ms": pick(0.90), "p99_ms": pick(0.99),
-            "max_ms": round(latencies[-1] * 1000) if latencies else None,
+            "trigger_s": 1.0, "events": len(measured), "seen": at["events"],
+            "p50_ms": at["p50_ms"], "p90_ms": at["p90_ms"], "p99_ms": at["p99_ms"], "max_ms": at["max_ms"],
             "to_analyzed": analyzed, "broker_round_trip": probe.summary(),
             "live_batches": batches, "job_error": repr(errors[0])[:500] if errors else None}
 
@@ -129,12 +123,7 @@ def _analyzed_latencies(props: dict[str, str], topic: str, since_ms: int) -> dic
 
 def fence_offsets(raw: dict[str, str], source: str) -> dict[int, int]:
     """The fence hash's next offset per partition of ``source`` (its other fields left out)."""
-    offsets = {}
-    for name, value in raw.items():
-        topic, _, partition = name.rpartition(":")
-        if topic == source and partition.isdigit():
-            offsets[int(partition)] = int(value)
-    return offsets
+    return {partition: offset for (topic, partition), offset in parse_fence(raw).items() if topic == source}
 
 
 def _live_batches(client: Any, cfg: KappaConfig) -> dict[str, Any]:
@@ -246,12 +235,5 @@ class BrokerProbe(Sampler):
         consumer.close()
 
     def summary(self) -> dict[str, Any]:
-        trips = sorted(t for _, t in self.trips)
-        if not trips:
-            return {}
-
-        def at(q: float) -> int:
-            return round(trips[min(len(trips) - 1, int(q * len(trips)))] * 1000)
-
-        return {"trips": len(trips), "p50_ms": at(0.5), "p99_ms": at(0.99), "max_ms": at(1.0),
-                "stalls_over_1s": [{"start_ms": ms, "ms": round(t * 1000)} for ms, t in self.trips if t > 1]}
+        return percentiles([t for _, t in self.trips]) | {
+            "stalls_over_1s": [{"start_ms": ms, "ms": round(t * 1000)} for ms, t in self.trips if t > 1]}

@@ -288,5 +288,19 @@ def new_topic(props: dict[str, str], partitions: int) -> str:
     return name
 
 
+def percentiles(seconds: list[float], digits: int = 0) -> dict[str, Any]:
+    """Count, p50, p90, p99 and max of latencies in seconds, as ms (``digits`` after the point)."""
+    ordered = sorted(seconds)
+
+    def ms(value: float) -> float:
+        return round(value * 1000, digits) if digits else round(value * 1000)
+
+    def pick(q: float) -> float | None:
+        return ms(ordered[min(len(ordered) - 1, int(q * len(ordered)))]) if ordered else None
+
+    return {"events": len(ordered), "p50_ms": pick(0.5), "p90_ms": pick(0.9), "p99_ms": pick(0.99),
+            "max_ms": ms(ordered[-1]) if ordered else None}
+
+
 def load_avg() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]

@@ -72,7 +72,11 @@ class SharedFeed:
         # "error", not a silent reset: when retention passes the feed's position (it fell behind,
         # or records were deleted) the hub must tell every client what was lost.
         self._consumer = consumer(client_config, stream, **{"auto.offset.reset": "error"})
-        self.start_offsets = [high for _, high in watermarks(self._consumer, topic)]
+        try:
+            self.start_offsets = [high for _, high in watermarks(self._consumer, topic)]
+        except BaseException:
+            self._consumer.close()  # a topic that is not readable: nothing would close it
+            raise
         self._consumer.assign([TopicPartition(topic, p, offset)
                                for p, offset in enumerate(self.start_offsets)])
         self._partitions = [TopicPartition(topic, p) for p in range(len(self.start_offsets))]

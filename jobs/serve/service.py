@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -73,7 +74,7 @@ class Service:
     building: tuple[int, ...] = ()
     start_error: Exception | None = None
     """Why :meth:`start` failed (the app's lifespan keeps it and stops the server)."""
-    on_start_failed: Any = None
+    on_start_failed: Callable[[], None] | None = None
     """Called when :meth:`start` failed: the runner stops its server (None: nothing to stop)."""
     _watch: asyncio.Task | None = None
     _generation: int = 0

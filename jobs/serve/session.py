@@ -80,18 +80,14 @@ async def _catch_up(service: Service, subscriber: Subscriber,
     streams = set(subscriber.filter.streams)
     current = positions.merge_missing(resume, hub.position)
     deadline = time.monotonic() + service.cfg.serve.catchup_timeout_s
-    source = "ring"
-    for _ in range(MAX_ROUNDS):
+    for round_ in range(MAX_ROUNDS):
         missed = hub.join(subscriber, current)
+        if round_ == 0:  # counted once its source is known, not when it ends
+            service.metrics.resumes.labels("ring" if missed is not None else "kafka").inc()
         if missed is not None:
-            if source == "ring":  # counted once its source is known, not when it ends
-                service.metrics.resumes.labels(source).inc()
             if missed:
                 yield list(missed)
             return
-        if source == "ring":
-            source = "kafka"
-            service.metrics.resumes.labels(source).inc()
         lost = await _retention(service, streams, current)
         if lost:
             yield [lost]

@@ -10,7 +10,10 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
+from jobs.common.errors import KappaError
+from jobs.serve.server import ServerThread
 from tests.conftest import REPO, free_port
 
 
@@ -52,3 +55,10 @@ def test_a_missing_topic_is_one_line_and_exit_1(kappa_env, stack):
     assert "kappa topics apply" in errors[0]
     pidfiles = list((Path(kappa_env["KAPPA_STACK__DATA_DIR"]) / "run").glob("serve.*.pid"))
     assert not pidfiles, pidfiles
+
+
+def test_a_serve_thread_that_cannot_start_says_why(serve_config):
+    server = ServerThread(serve_config(summaries_topic="no.such.summaries"))
+    with pytest.raises(KappaError, match=r"could not start: topic 'no\.such\.summaries' is not readable"):
+        server.start()
+    assert not server._thread.is_alive()  # the server stopped itself; no thread left behind
