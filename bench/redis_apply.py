@@ -23,11 +23,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import redis
 
 from jobs.collector.generator import RsvpGenerator
 from jobs.common.config import load_config
 from jobs.common.stack import redis_server_binary
+from jobs.streaming.aggregates import increments_table
 from jobs.streaming.batch import windows_from
 from jobs.streaming.records import Increments, analyzed
 from jobs.streaming.redis_script import FencedApply
@@ -44,8 +46,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def increments(events: int, seed: int, windows) -> list[dict[str, Any]]:
-    """The summed increments of one batch whose every record is its own event."""
+def increments(events: int, seed: int, windows) -> pa.Table:
+    """The summed increments of one batch whose every record is its own event, as a table (the
+    job's driver gets them so from its tasks: jobs/streaming/task_output.py)."""
     rules, inc = Rules(min_event_ms=0, future_skew_ms=10**12, max_record_bytes=1 << 20), Increments(windows)
     for i, item in enumerate(RsvpGenerator(seed=seed).generate(events)):
         record = json.loads(item.line)
@@ -54,7 +57,7 @@ def increments(events: int, seed: int, windows) -> list[dict[str, Any]]:
         if reason is None:
             inc.add(analyzed(rsvp, RAW, 0, i, None, late=False))
     inc.take_members()  # the tasks add members themselves (PFADD, outside the fence)
-    return inc.rows()
+    return increments_table(inc.rows())
 
 
 def read_loop(port: int, key: str, stop, out) -> None:
@@ -80,7 +83,7 @@ def percentile(values: list[float], q: float) -> float:
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2) if ordered else 0.0
 
 
-def run_chunk_size(cfg, port: int, batches: list[list[dict[str, Any]]], chunk_args: int) -> dict[str, Any]:
+def run_chunk_size(cfg, port: int, batches: list[pa.Table], chunk_args: int) -> dict[str, Any]:
     prefix = f"bench{chunk_args}"
     s = cfg.streaming.model_copy(update={"redis_prefix": prefix})
     sink = RedisSummarySink(cfg.model_copy(update={"redis": cfg.redis.model_copy(update={"port": port}),
@@ -101,7 +104,7 @@ def run_chunk_size(cfg, port: int, batches: list[list[dict[str, Any]]], chunk_ar
         sink.apply(rows, fence, new, {"batch_id": batch_id, "query": "bench", "totals": {"input": len(rows)}})
         times.append(round(time.perf_counter() - began, 3))
         fence = new
-        ops += len(rows)
+        ops += rows.num_rows
     stop.set()
     latencies, refused = out.get(timeout=60)
     reader.join()

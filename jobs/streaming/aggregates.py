@@ -9,8 +9,9 @@ backfills, notebooks and tests.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeAlias
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
@@ -24,6 +25,8 @@ CITY, TOPIC_MINUTE, TOPIC, MEMBER, MEMBER_ALL, EVENT = (
 MEMBERS_ADDED = "members_added"
 """A task added a window's members to its Redis HyperLogLog itself (``n``: ids added)."""
 INCREMENT_COLUMNS = ("kind", "window_start", "item", "n", "no", "guests", "label")
+IncrementRows: TypeAlias = pa.Table | Sequence[Mapping[str, Any]]
+"""A batch's summed increment rows: a table of :data:`INCREMENT_COLUMNS`, or one dict per row."""
 INCREMENT_INPUT = ("event_time_ms", "event_id", "event_name", "member_id", "response", "guests",
                    "topics", "city", "late")
 
@@ -63,6 +66,16 @@ def increment_arrow_schema() -> pa.Schema:
     return pa.schema([("kind", pa.string()), ("window_start", pa.int64()), ("item", pa.string()),
                       ("n", pa.int64()), ("no", pa.int64()), ("guests", pa.int64()),
                       ("label", pa.string())])
+
+
+def increments_table(increments: IncrementRows) -> pa.Table:
+    """Increment rows as one table of :func:`increment_arrow_schema` (given as dicts, or a table)."""
+    schema = increment_arrow_schema()
+    if not isinstance(increments, pa.Table):
+        return pa.Table.from_pylist(list(increments), schema=schema)
+    if increments.schema != schema:   # e.g. large_string columns, or columns in another order
+        increments = increments.select(list(INCREMENT_COLUMNS)).cast(schema)
+    return increments
 
 
 INCREMENT_SCHEMA = from_arrow_schema(increment_arrow_schema())

@@ -30,14 +30,19 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
 from jobs.common.errors import KappaError
+from jobs.streaming.aggregates import increment_arrow_schema, increments_table
 from jobs.streaming.redis_script import Partition, SummarySinkError
 from jobs.streaming.redis_sink import RedisSummarySink
 from jobs.streaming.state import PendingApplyFile
 
 logger = logging.getLogger(__name__)
 
-PENDING_FORMAT = "kappa-pending-apply/1"
+PENDING_FORMAT = "kappa-pending-apply/2"
+"""The pending file's format: increments as columns (``/1``, still read: one object per row)."""
+PENDING_ROWS_FORMAT = "kappa-pending-apply/1"
 
 
 class BackgroundApplyFailed(KappaError):
@@ -52,7 +57,9 @@ class BatchEffects:
     """What one batch changes in Redis and publishes."""
 
     batch_id: int
-    increments: list[dict[str, Any]]
+    increments: pa.Table
+    """The summed increment rows (:func:`~jobs.streaming.aggregates.increments_table`; dicts are
+    taken too)."""
     expected: dict[Partition, int]
     """The fence the batch's tasks counted against (absent partition: nothing applied yet)."""
     new_fence: dict[Partition, int]
@@ -61,9 +68,13 @@ class BatchEffects:
     stream_ms: dict[Partition, int | None] = field(default_factory=dict)
     """The stream time at each partition's new fence (jobs/streaming/stream_time.py)."""
 
+    def __post_init__(self) -> None:
+        self.increments = increments_table(self.increments)
+
     def as_json(self) -> dict[str, Any]:
         """The pending file's content."""
-        return {"format": PENDING_FORMAT, "batch_id": self.batch_id, "increments": self.increments,
+        return {"format": PENDING_FORMAT, "batch_id": self.batch_id,
+                "increments": self.increments.to_pydict(),
                 "expected": _pairs(self.expected), "new_fence": _pairs(self.new_fence),
                 "totals": self.totals, "metrics": self.metrics,
                 "stream_ms": [[t, p, s] for (t, p), s in sorted(self.stream_ms.items())]}
@@ -71,10 +82,13 @@ class BatchEffects:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> BatchEffects:
         """Read a pending file's content back (refusing a format this code does not know)."""
-        if data.get("format") != PENDING_FORMAT:
+        if data.get("format") not in {PENDING_FORMAT, PENDING_ROWS_FORMAT}:
             raise SummarySinkError(f"the pending Redis apply has format {data.get('format')!r}, this "
                                    f"job reads {PENDING_FORMAT!r}: start the job version that wrote it")
-        return cls(batch_id=int(data["batch_id"]), increments=list(data["increments"]),
+        rows = data["increments"]
+        increments = (pa.Table.from_pydict(rows, schema=increment_arrow_schema()) if isinstance(rows, dict)
+                      else increments_table(rows))
+        return cls(batch_id=int(data["batch_id"]), increments=increments,
                    expected={(t, int(p)): int(o) for t, p, o in data["expected"]},
                    new_fence={(t, int(p)): int(o) for t, p, o in data["new_fence"]},
                    totals=dict(data["totals"]), metrics=dict(data["metrics"]),
@@ -109,11 +123,12 @@ class EffectsWriter:
                 effects.increments, effects.expected if expected is None else expected, effects.new_fence,
                 meta, windows_ms=self.windows_ms, top_n=self.top_n)
         applied_at = time.monotonic()
-        now = int(time.time() * 1000)
+        common = {"schema_version": 1, "query": self.query, "batch_id": effects.batch_id,
+                  "emitted_ms": int(time.time() * 1000)}
+        produce, topic = self._produce, self.summaries_topic
         for record in summaries:
-            record |= {"schema_version": 1, "query": self.query, "batch_id": effects.batch_id,
-                       "emitted_ms": now}
-            self._produce(self.summaries_topic, record["key"], record)
+            record.update(common)
+            produce(topic, record["key"], record)
         self._flush()
         done = time.monotonic()
         self._publish_metrics(effects.metrics | {

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import pyarrow as pa
 from confluent_kafka import Producer
 from pyspark.sql import DataFrame
 
@@ -42,6 +43,8 @@ logger = logging.getLogger(__name__)
 
 _encode = msgspec.json.Encoder().encode
 KAFKA, REDIS = "kafka", "redis"
+POLL_EVERY = 1000
+"""Records produced between two polls of the driver's producer (which serve its failed deliveries)."""
 
 
 class StreamOutputError(KappaError):
@@ -72,6 +75,7 @@ class BatchProcessor:
         self.grace_ms = cfg.streaming.watermark_s * 1000
         self.rules, self.windows = rules_from(cfg), windows_from(cfg)
         self.producer = Producer(producer_config(cfg.kafka.client_config()))
+        self._produced = 0
         self.lag = Lag(cfg.kafka.client_config())
         self.totals = Totals()
         self.source: dict[str, str] | None = None
@@ -185,7 +189,7 @@ class BatchProcessor:
             self._fence_points = self.redis.stream_points()
         return self._fence_points
 
-    def _effects(self, batch_id: int, increments: list[dict[str, Any]], fence: dict[Partition, int],
+    def _effects(self, batch_id: int, increments: pa.Table, fence: dict[Partition, int],
                  stats: list[dict[str, Any]], metrics: dict[str, Any], *,
                  ends: dict[Partition, tuple[int, int | None]]) -> BatchEffects:
         new_fence = {(st["topic"], st["partition"]): st["max_offset"] + 1 for st in stats
@@ -237,7 +241,9 @@ class BatchProcessor:
 
     def _produce(self, topic: str, key: str, value: Mapping[str, Any]) -> None:
         self.producer.produce(topic, key=key.encode(), value=_encode(value))
-        self.producer.poll(0)
+        self._produced += 1
+        if not self._produced % POLL_EVERY:  # only failed deliveries are reported
+            self.producer.poll(0)
 
     def _flush(self, timeout_s: float) -> None:
         remaining = self.producer.flush(timeout_s)

@@ -20,9 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import hiredis
+import pyarrow as pa
 import redis
 
 from jobs.common.errors import KappaError
+from jobs.streaming.aggregates import increment_arrow_schema
 from jobs.streaming.fence_fields import STREAM_SUFFIX, Partition, field_partition
 from jobs.streaming.resp import EventWrites, Transaction, Wire, event_reads, pack
 
@@ -52,27 +54,21 @@ class FenceMoved(SummarySinkError):
 class ApplyOps:
     """The writes of an apply: ``ops("HINCRBY", key, field, n)``.
 
-    An event's counters go to :meth:`event` instead (a flat list, five values per event, formatted
-    straight into wire bytes). ``PFADD``s (``pfadd``, as :func:`add_members` calls it on a
-    pipeline) are kept apart in ``members``: they are idempotent and go outside the fence.
+    The events' counters are :attr:`events` instead, the batch's increment rows of kind ``event``
+    as a table (formatted column-wise straight into wire bytes, :class:`EventWrites`).
+    ``PFADD``s (``pfadd``, as :func:`add_members` calls it on a pipeline) are kept apart in
+    ``members``: they are idempotent and go outside the fence.
     """
 
     def __init__(self, event_prefix: str = "", event_ttl: int = 0) -> None:
         self.ops: list[list[str]] = []
-        self.events: list[Any] = []
+        self.events: pa.Table = increment_arrow_schema().empty_table()
         self.members: list[list[str]] = []
         self.event_prefix, self.event_ttl = event_prefix, event_ttl
 
     def __call__(self, command: str, *args: object) -> None:
         """Add one command (arguments as Redis receives them: strings)."""
         self.ops.append([command, *map(str, args)])
-
-    def event(self, event_id: str, yes: int, no: int, guests: int, name: str | None) -> None:
-        """Add to an event hash's counters (a zero adds nothing), set its name and time to live.
-
-        The hash is ``<event_prefix><event_id>``; a name of None leaves the stored one.
-        """
-        self.events += (event_id, yes, no, guests, name)
 
     def pfadd(self, key: str, *values: str) -> None:
         """Add the member ids of one HyperLogLog."""
@@ -88,7 +84,7 @@ class Reads:
     """
 
     commands: list[list[str]] = field(default_factory=list)
-    events: list[str] = field(default_factory=list)
+    events: pa.Array = field(default_factory=lambda: pa.array([], pa.string()))
     prefix: str = ""
 
     def __len__(self) -> int:
@@ -102,7 +98,7 @@ class Reads:
     def _name(self, index: int) -> str:
         if index < len(self.commands):
             return " ".join(self.commands[index][:2])
-        return f"HMGET {self.prefix}{self.events[index - len(self.commands)]}"
+        return f"HMGET {self.prefix}{self.events[index - len(self.commands)].as_py()}"
 
     def wire(self) -> bytes:
         """The reads as RESP bytes."""
@@ -131,7 +127,7 @@ class FencedApply:
                   for (t, p), stream_ms in meta.get("stream_ms", {}).items() if (t, p) in new_fence}
         fence["updated_ms"] = str(int(time.time() * 1000))
         expect = {f"{t}:{p}": str(expected[(t, p)]) if (t, p) in expected else "" for (t, p) in new_fence}
-        chunks = chunk_writes(ops.ops, len(ops.events) // 5, self.chunk_args)
+        chunks = chunk_writes(ops.ops, ops.events.num_rows, self.chunk_args)
         inline = reads if len(reads) <= READ_CHUNK else None
         marker = f"{meta.get('query')}/{meta.get('batch_id')}/{len(chunks)}/{self.chunk_args}"
         try:
@@ -161,8 +157,8 @@ class FencedApply:
         for index, (op_span, event_span) in enumerate(chunks):
             last = index == len(chunks) - 1
             writes = ops.ops[op_span[0]:op_span[1]]
-            events = EventWrites(ops.events[event_span[0] * 5:event_span[1] * 5], ops.event_prefix,
-                                 ops.event_ttl)   # made while Redis runs the chunk before
+            events = EventWrites(ops.events.slice(event_span[0], event_span[1] - event_span[0]),
+                                 ops.event_prefix, ops.event_ttl)   # made while Redis runs the chunk before
             if last:
                 tail = [pack("HDEL", self.fence_key, *MARK), pack("HSET", self.fence_key, *_flat(fence))]
             else:
@@ -259,7 +255,7 @@ Span = tuple[int, int]
 def chunk_writes(ops: list[list[str]], events: int, budget: int) -> list[tuple[Span, Span]]:
     """A batch's writes cut into chunks of at most ``budget`` arguments.
 
-    Per chunk: the range of ``ops`` and the range of events (:meth:`ApplyOps.event`) it makes.
+    Per chunk: the range of ``ops`` and the range of events (:attr:`ApplyOps.events`) it makes.
 
     The generic ops come first, cut in order (an op is never cut; one larger than the budget is
     a chunk of its own), then the events, :data:`EVENT_ARGS` each. The cut depends only on the

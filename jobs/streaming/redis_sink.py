@@ -11,14 +11,26 @@ import functools
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import redis
 
 from jobs.common.config import KappaConfig
-from jobs.streaming.aggregates import CITY, EVENT, MEMBER, MEMBER_ALL, MEMBERS_ADDED, TOPIC, TOPIC_MINUTE
+from jobs.streaming.aggregates import (
+    CITY,
+    EVENT,
+    MEMBER,
+    MEMBER_ALL,
+    MEMBERS_ADDED,
+    TOPIC,
+    TOPIC_MINUTE,
+    IncrementRows,
+    increments_table,
+)
 from jobs.streaming.fence_fields import parse_fence, parse_stream_points
 from jobs.streaming.redis_script import (
     SCRIPT_CHUNK,
@@ -44,7 +56,8 @@ class Applied:
     cities: set[tuple[int, str]] = field(default_factory=set)
     trending: set[int] = field(default_factory=set)
     members: set[int] = field(default_factory=set)
-    events: set[str] = field(default_factory=set)
+    events: pa.Array = field(default_factory=lambda: pa.array([], pa.string()))
+    """The ids of the events changed, in the order of their writes."""
     topics: bool = False
 
 
@@ -97,14 +110,14 @@ class RedisSummarySink:
         """The stream time at each partition's fence (jobs/streaming/stream_time.py)."""
         return parse_stream_points(self.client.hgetall(self.keys.fence))
 
-    def apply(self, increments: Sequence[Any], expected: Mapping[Partition, int],
+    def apply(self, increments: IncrementRows, expected: Mapping[Partition, int],
               new_fence: Mapping[Partition, int], meta: Mapping[str, Any]) -> Applied:
         """Apply a batch's increments and move the fence, atomically; raise FenceMoved on a race."""
         applied, ops = self._prepare(increments, meta)
         self._run(ops, expected, new_fence, meta)
         return applied
 
-    def apply_and_read(self, increments: Sequence[Any], expected: Mapping[Partition, int],
+    def apply_and_read(self, increments: IncrementRows, expected: Mapping[Partition, int],
                        new_fence: Mapping[Partition, int], meta: Mapping[str, Any], *,
                        windows_ms: Mapping[str, int], top_n: int) -> list[dict[str, Any]]:
         """:meth:`apply`, and the absolute values of what it changed as rsvps.summaries records.
@@ -118,7 +131,7 @@ class RedisSummarySink:
         reads = SummaryReads(self.keys, applied, windows_ms, top_n)
         return reads.records(self._run(ops, expected, new_fence, meta, reads.reads))
 
-    def _prepare(self, increments: Sequence[Any], meta: Mapping[str, Any]) -> tuple[Applied, ApplyOps]:
+    def _prepare(self, increments: IncrementRows, meta: Mapping[str, Any]) -> tuple[Applied, ApplyOps]:
         """A batch's writes as script operations, and what they change."""
         applied, ops = Applied(), self._ops()
         self._increments(ops, increments, applied)
@@ -136,7 +149,7 @@ class RedisSummarySink:
                 pipe.execute()
         return self._apply.run(ops, expected, new_fence, meta, prefix=self.keys.prefix, reads=reads)
 
-    def changed(self, increments: Sequence[Any]) -> Applied:
+    def changed(self, increments: IncrementRows) -> Applied:
         """What :meth:`apply` of ``increments`` changes, without writing (to publish it again)."""
         applied = Applied()
         self._increments(self._ops(), increments, applied)
@@ -145,12 +158,16 @@ class RedisSummarySink:
     def _ops(self) -> ApplyOps:
         return ApplyOps(self.keys("event", ""), self.cfg.streaming.event_ttl_s)
 
-    def _increments(self, op: ApplyOps, increments: Iterable[Any], applied: Applied) -> None:  # noqa: PLR0912
-        ttl, keys = self.cfg.streaming.window_ttl_s, self.keys
-        events, changed_events = op.events, applied.events.add
+    def _increments(self, op: ApplyOps, increments: IncrementRows, applied: Applied) -> None:
+        """The writes of ``increments`` into ``op``: the events' as a table, the others one by one."""
+        table = increments_table(increments)
+        is_event = pc.equal(table["kind"], EVENT)
+        op.events = table.filter(is_event)
+        applied.events = op.events["item"].combine_chunks()
+        keys = self.keys
         members: dict[int, list[str]] = defaultdict(list)
         windows: dict[str, set[int]] = defaultdict(set)
-        for row in increments:
+        for row in table.filter(pc.invert(is_event)).to_pylist():
             kind, start, item = row["kind"], int(row["window_start"]), row["item"]
             if kind == CITY:
                 op("HINCRBY", keys("cities", start), item, row["n"])
@@ -169,17 +186,17 @@ class RedisSummarySink:
             elif kind == MEMBERS_ADDED:  # a task added them (add_members): index and expire only
                 applied.members.add(start)
                 windows["members"].add(start)
-            elif kind == EVENT:  # most rows at high cardinality: a flat array, no list per command
-                label = row["label"]
-                events += (item, row["n"] or 0, row["no"] or 0, row["guests"] or 0,
-                           None if label is None else str(label))
-                changed_events(item)
         add_members(op, keys, members)
         for start in members:
             if start >= 0:
                 applied.members.add(start)
                 windows["members"].add(start)
         self._trending(op, windows["topics:minute"], applied, windows)
+        self._index(op, windows)
+
+    def _index(self, op: ApplyOps, windows: Mapping[str, set[int]]) -> None:
+        """Expire the windows written and add them to their kind's index of windows."""
+        ttl, keys = self.cfg.streaming.window_ttl_s, self.keys
         for name, starts in windows.items():
             if not starts:  # e.g. no on-time topics in the batch: ZADD refuses an empty mapping
                 continue

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,27 +49,27 @@ def _bulks(values: pa.Array) -> pa.Array:
 class EventWrites:
     """The writes of events as RESP bytes (:attr:`wire`) and how many commands they hold.
 
-    ``events`` is flat, five values per event (id, yes, no, guests, name or None): ``HINCRBY`` of
-    each non-zero counter, ``HSET event_name`` when a name is given, ``EXPIRE`` of the hash
-    ``<prefix><id>``. Formatted column-wise in Arrow: a few passes in C++, none per event in Python.
+    ``events`` is a table of increment rows of kind ``event`` (``item`` the event id; ``n``,
+    ``no``, ``guests`` the counts; ``label`` the name or null): ``HINCRBY`` of each non-zero
+    counter, ``HSET event_name`` when a name is given, ``EXPIRE`` of the hash ``<prefix><id>``.
+    Formatted column-wise in Arrow: a few passes in C++, none per event in Python.
     """
 
-    def __init__(self, events: Sequence[Any], prefix: str, ttl: int) -> None:
+    def __init__(self, events: pa.Table, prefix: str, ttl: int) -> None:
         self.events, self.prefix = events, prefix
         self.wire, self.commands = b"", 0
-        if not events:
+        if not events.num_rows:
             return
-        ids = pa.array(events[0::5], pa.string())
-        key = _bulks(pc.binary_join_element_wise(prefix, ids, ""))
-        parts, counts = [], pa.array([1] * len(ids), pa.int64())
-        for name, column in zip(EVENT_FIELDS, (events[1::5], events[2::5], events[3::5]), strict=True):
-            values = pa.array(column, pa.int64())
+        key = _bulks(pc.binary_join_element_wise(prefix, _plain(events["item"]), ""))
+        parts, counts = [], pa.array(np.ones(events.num_rows, dtype=np.int64))
+        for name, column in zip(EVENT_FIELDS, ("n", "no", "guests"), strict=True):
+            values = pc.fill_null(_plain(events[column]), 0)
             given = pc.not_equal(values, 0)
             command = pc.binary_join_element_wise(
                 "*4\r\n$7\r\nHINCRBY\r\n", key, _bulk(name.encode()).decode(), _bulks(values), "")
             parts.append(pc.if_else(given, command, ""))
             counts = pc.add(counts, pc.cast(given, pa.int64()))
-        names = pa.array(events[4::5], pa.string())
+        names = _plain(events["label"])
         named = pc.is_valid(names)
         hset = pc.binary_join_element_wise("*4\r\n$4\r\nHSET\r\n", key, "$10\r\nevent_name\r\n",
                                            _bulks(names), "")
@@ -83,18 +83,23 @@ class EventWrites:
     def names(self) -> list[str]:
         """``"<command> <key>"`` of each command, in their order."""
         names: list[str] = []
-        for i in range(0, len(self.events), 5):
-            key = self.prefix + self.events[i]
-            names += [f"HINCRBY {key}" for value in self.events[i + 1:i + 4] if value]
-            names += [f"HSET {key}"] * (self.events[i + 4] is not None) + [f"EXPIRE {key}"]
+        for row in self.events.to_pylist():
+            key = self.prefix + row["item"]
+            names += [f"HINCRBY {key}" for column in ("n", "no", "guests") if row[column]]
+            names += [f"HSET {key}"] * (row["label"] is not None) + [f"EXPIRE {key}"]
         return names
 
 
-def event_reads(event_ids: Sequence[str], prefix: str) -> bytes:
+def _plain(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """One array of a column (its chunks joined), as the string kernels want it."""
+    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+
+
+def event_reads(event_ids: pa.Array, prefix: str) -> bytes:
     """``HMGET <prefix><id> yes no guests event_name`` of each event, as RESP."""
-    if not event_ids:
+    if not len(event_ids):
         return b""
-    key = _bulks(pc.binary_join_element_wise(prefix, pa.array(event_ids, pa.string()), ""))
+    key = _bulks(pc.binary_join_element_wise(prefix, event_ids, ""))
     fields = "".join(_bulk(name.encode()).decode() for name in EVENT_READ)
     rows = pc.binary_join_element_wise("*6\r\n$5\r\nHMGET\r\n", key, fields, "")
     return _values(rows)

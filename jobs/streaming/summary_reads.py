@@ -26,7 +26,7 @@ class SummaryReads:
         self.cities = sorted(applied.cities)
         self.trending = sorted(applied.trending)
         self.members = sorted(applied.members)
-        self.events = sorted(applied.events)
+        self.events = applied.events
         self.topics = applied.topics
         top = str(top_n - 1)
         self.reads = Reads([
@@ -51,7 +51,7 @@ class SummaryReads:
                        | {"approx_distinct": int(next(results)), "error": HLL_ERROR})
         topics = [{"kind": "top_topics", "key": "top_topics", "items": _items(next(results))}
                   for _ in range(self.topics)]
-        for event_id in self.events:   # the events' reads come last (Reads)
+        for event_id in self.events.to_pylist():   # the events' reads come last (Reads)
             yes, no, guests, name = next(results) or (None,) * 4
             out.append({"kind": "event", "key": f"event/{event_id}", "event_id": event_id,
                         "event_name": name, "yes": int(yes or 0), "no": int(no or 0),

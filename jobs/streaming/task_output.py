@@ -13,22 +13,25 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.streaming.aggregates import INCREMENT_COLUMNS, increments_table
 from jobs.streaming.task import STAT_COUNTS, STATS_KIND, TASK_KIND
 
 
-def split_output(table: pa.Table) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def split_output(table: pa.Table) -> tuple[list[dict[str, Any]], pa.Table]:
     """Task output -> (per-partition stats summed across tasks, increments summed by key).
 
     The increments are summed in Arrow (one hash aggregation in C++, not a Python loop over
-    every task's rows): ``n``, ``no`` and ``guests`` add up, ``label`` is the greatest.
+    every task's rows): ``n``, ``no`` and ``guests`` add up, ``label`` is the greatest. They stay
+    a table (:func:`~jobs.streaming.aggregates.increment_arrow_schema`) up to the Redis apply,
+    which formats the events' writes column-wise.
     """
     is_stats = pc.equal(table["kind"], STATS_KIND)
     is_counted = pc.and_(pc.invert(is_stats), pc.not_equal(table["kind"], TASK_KIND))
     summed = (table.filter(is_counted)
               .group_by(["kind", "window_start", "item"], use_threads=False)
               .aggregate([("n", "sum"), ("no", "sum"), ("guests", "sum"), ("label", "max")])
-              .rename_columns(["kind", "window_start", "item", "n", "no", "guests", "label"]))
-    return _sum_stats(table.filter(is_stats)["label"].to_pylist()), summed.to_pylist()
+              .rename_columns(list(INCREMENT_COLUMNS)))
+    return _sum_stats(table.filter(is_stats)["label"].to_pylist()), increments_table(summed)
 
 
 def task_timings(table: pa.Table) -> dict[str, Any]:

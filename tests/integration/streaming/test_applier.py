@@ -61,6 +61,14 @@ def test_effects_survive_the_pending_file(tmp_path: Path) -> None:
         BatchEffects.from_json({"format": "other/9"})
 
 
+def test_a_pending_file_of_rows_is_still_read() -> None:
+    """A pending file written with one object per increment row (kappa-pending-apply/1)."""
+    original = effects(7, {RAW0: 10}, {RAW0: 15, RAW1: 3})
+    rows = original.as_json() | {"format": "kappa-pending-apply/1", "increments": list(BATCH)}
+    assert BatchEffects.from_json(rows) == original
+    assert original.as_json()["increments"]["item"] == [row["item"] for row in BATCH]
+
+
 def test_write_applies_fenced_then_publishes_summaries_and_metrics(sink: RedisSummarySink) -> None:
     out = Published()
     assert writer(sink, out).write(effects(4, {}, {RAW0: 10})) == 3
