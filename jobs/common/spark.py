@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from jobs.common.config import KappaConfig
 from jobs.common.errors import KappaError
+from jobs.common.worker_daemon import worker_python
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -126,10 +127,16 @@ def java_version() -> tuple[int, str]:
     return major, line
 
 
-def spark_environment() -> None:
-    """Set the variables Spark needs on this machine (loopback, this interpreter)."""
+def spark_environment(master: str = "local[*]") -> None:
+    """Set the variables Spark needs on this machine (loopback, this interpreter).
+
+    With a local master, Spark's Python processes run this interpreter without Spark's redundant
+    zips on their path (:func:`~jobs.common.worker_daemon.worker_python`); a ``PYSPARK_PYTHON``
+    already set is kept.
+    """
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = os.environ.get("PYSPARK_PYTHON") or sys.executable
+    if not os.environ.get("PYSPARK_PYTHON"):
+        os.environ["PYSPARK_PYTHON"] = worker_python() if master.startswith("local") else sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = os.environ.get("PYSPARK_DRIVER_PYTHON") or sys.executable
 
 
@@ -143,7 +150,7 @@ def build_spark(config: KappaConfig, app_name: str | None = None,
     major, line = java_version()
     if major < JAVA_MAJOR:
         raise KappaError(f"Spark 4 needs Java {JAVA_MAJOR}+, found {line!r}; set JAVA_HOME")
-    spark_environment()
+    spark_environment(config.spark.master)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name or config.spark.app_name)

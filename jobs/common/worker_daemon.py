@@ -21,18 +21,26 @@ in a worker during a replay (bench/worker_path.py measures it). :func:`drop_spar
 off the daemon's path, before it imports anything, the zips that are the installed packages'
 own copies and the jars that hold no Python: the daemon and its workers import pyspark and py4j
 from the installation (bytecode cached) and hold no zip importer.
+
+Spark starts other Python processes without a daemon: the streaming source's runner of every
+query, the planners of the Python data sources. With a local master, :func:`worker_python` is the
+Python Spark starts for all of them: a script that takes the same entries off ``PYTHONPATH``
+before it runs this interpreter (a source runner ready in 0.3-0.4 s instead of 1.1-1.2 s).
 """
 
 from __future__ import annotations
 
 import gc
+import hashlib
 import importlib.machinery
 import importlib.metadata
 import os
 import re
+import shlex
 import sys
 import zipfile
 from collections.abc import Callable, MutableSequence
+from pathlib import Path
 
 _PY4J_ZIP = re.compile(r"py4j-(?P<version>[0-9][0-9a-zA-Z.]*)-src\.zip")
 
@@ -95,3 +103,51 @@ def _without_python(jar: str) -> bool:
             return not any(member.endswith((".py", ".pyc")) for member in archive.namelist())
     except (OSError, zipfile.BadZipFile):
         return False  # not ours to judge: left where Spark put it
+
+
+def worker_python(python: str = sys.executable) -> str:
+    """The Python for Spark's local Python processes (``python``, or a script that runs it).
+
+    The script takes Spark's redundant zips and jars (:func:`drop_spark_zips`) off ``PYTHONPATH``;
+    where there are none (Spark's own distribution, no pyspark installed), ``python`` itself.
+    The script is written once per content, under ``$XDG_CACHE_HOME/kappa`` (``~/.cache/kappa``).
+    """
+    import pyspark
+
+    package = Path(pyspark.__file__).resolve().parent
+    candidates = [str(path) for pattern in ("python/lib/pyspark.zip", "python/lib/py4j-*-src.zip",
+                                            "jars/spark-core_*.jar") for path in package.glob(pattern)]
+    dropped = drop_spark_zips([*candidates, *sys.path])
+    if not dropped:
+        return python
+    text = _SCRIPT.format(entries="|".join(shlex.quote(entry) for entry in dropped),
+                          python=shlex.quote(python))
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kappa"
+    script = cache / f"spark-python-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+    try:
+        if not script.exists():
+            cache.mkdir(parents=True, exist_ok=True)
+            partial = script.with_name(f"{script.name}.{os.getpid()}")
+            partial.write_text(text)
+            partial.chmod(0o755)
+            partial.replace(script)
+    except OSError:  # no writable cache: Spark's processes import from its zips, only slower
+        return python
+    return str(script)
+
+
+_SCRIPT = """#!/bin/sh
+# kappa (jobs/common/worker_daemon.py): Spark's copies of pyspark and py4j off PYTHONPATH
+set -f
+kept=
+IFS=:
+for entry in $PYTHONPATH; do
+  case "$entry" in
+    {entries}) ;;
+    *) kept=${{kept:+$kept:}}$entry ;;
+  esac
+done
+unset IFS
+if [ -n "$kept" ]; then export PYTHONPATH="$kept"; else unset PYTHONPATH; fi
+exec {python} "$@"
+"""

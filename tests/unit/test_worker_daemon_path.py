@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import shutil
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
 import pyspark
 
-from jobs.common.worker_daemon import drop_spark_zips
+from jobs.common.worker_daemon import drop_spark_zips, worker_python
 
 SITE = str(Path(pyspark.__file__).resolve().parents[1])
 LIB = Path(pyspark.__file__).resolve().parent / "python" / "lib"
@@ -45,3 +48,29 @@ def test_a_pyspark_zip_from_another_spark_and_a_py4j_zip_of_another_version_stay
     path = [foreign_pyspark, foreign_py4j, SITE]
     assert drop_spark_zips(path) == []
     assert path == [foreign_pyspark, foreign_py4j, SITE]
+
+
+def test_worker_python_runs_this_python_without_sparks_own_copies(tmp_path: Path, monkeypatch) -> None:
+    """Spark's source runners and planners start from ``worker_python``: the path they get keeps
+    every entry but the installed packages' own zips and the jar without Python, in order."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    script = worker_python()
+    assert script != sys.executable and Path(script).parent == tmp_path / "cache" / "kappa"
+    assert worker_python() == script  # the same script again, not another
+    odd = str(tmp_path / "a dir with spaces") + ":" + str(tmp_path / "glob*")
+    env = {**os.environ, "PYTHONPATH": f"{PYSPARK_ZIP}:{odd}:{PY4J_ZIP}:{SPARK_CORE}:{SITE}"}
+    show = "import os, sys; print(os.environ['PYTHONPATH']); print(sys.executable)"
+    out = subprocess.run([script, "-c", show], env=env, capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out == [f"{odd}:{SITE}", sys.executable]
+    env["PYTHONPATH"] = f"{PYSPARK_ZIP}:{PY4J_ZIP}"
+    out = subprocess.run([script, "-c", "import os; print(os.environ.get('PYTHONPATH'))"],
+                         env=env, capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out == ["None"]
+
+
+def test_worker_python_is_this_python_when_no_cache_can_be_written(tmp_path: Path, monkeypatch) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    assert worker_python() == sys.executable
