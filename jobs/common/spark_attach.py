@@ -68,14 +68,17 @@ def choose(cfg: KappaConfig, op: str = "stream", extra_conf: dict[str, str] | No
 
 
 def run_stream(cfg: KappaConfig, spec, progress: Callable[[str], None]):
-    """``jobs.streaming.job.run_stream``: a replay on the service when it is up, else here."""
-    from jobs.streaming.job import run_stream as run_here
+    """``jobs.streaming.job.run_stream``: a replay on the service when it is up, else here.
 
+    The job's modules (and Spark's) are imported only for a run here.
+    """
     if spec.mode == "replay":
         result = run_on_service(cfg, "stream", {"spec": spec, "query_name": spec.query_name(cfg)},
                                 progress)
         if result is not COLD:
             return result
+    from jobs.streaming.job import run_stream as run_here
+
     return run_here(cfg, spec, progress=progress)
 
 

@@ -33,6 +33,7 @@ from jobs.streaming.gaps import check_batch_start
 from jobs.streaming.preflight import watermarks
 from jobs.streaming.redis_script import Partition
 from jobs.streaming.redis_sink import RedisSummarySink
+from jobs.streaming.run_spec import KAFKA
 from jobs.streaming.state import BatchWatermark, PendingApplyFile
 from jobs.streaming.stream_time import StreamTimeLog, later, merge_points
 from jobs.streaming.task import TASK_SCHEMA, PhaseClock, TaskPlan, batch_task
@@ -42,7 +43,6 @@ from jobs.streaming.validate import Rules
 logger = logging.getLogger(__name__)
 
 _encode = msgspec.json.Encoder().encode
-KAFKA, REDIS = "kafka", "redis"
 POLL_EVERY = 1000
 """Records produced between two polls of the driver's producer (which serve its failed deliveries)."""
 

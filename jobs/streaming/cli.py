@@ -68,7 +68,7 @@ def parse_bound(text: str | None, flag: str) -> Any:
 
 
 def _sinks(text: str) -> frozenset[str]:
-    from jobs.streaming.job import SINKS
+    from jobs.streaming.run_spec import SINKS
 
     chosen = frozenset(part.strip() for part in text.split(",") if part.strip())
     unknown = sorted(chosen - set(SINKS))
@@ -105,7 +105,7 @@ def run(
     """Run the RSVP job: live until SIGTERM (stops after the current batch), or replay a range."""
     from jobs.common.processes import register_process
     from jobs.common.spark_attach import run_stream
-    from jobs.streaming.job import RunSpec
+    from jobs.streaming.run_spec import RunSpec
 
     if mode not in ("live", "replay"):
         raise ConfigError(f"--mode {mode!r}: choose live or replay")

@@ -8,24 +8,24 @@ current batch and returns. ``replay`` reads an explicit range with ``availableNo
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from jobs.common.config import KappaConfig
 from jobs.common.errors import KappaError
-from jobs.common.kafka.adapter import Bound, read_options
+from jobs.common.kafka.adapter import read_options
 from jobs.common.spark import choose_backends
-from jobs.streaming.batch import KAFKA, REDIS, BatchProcessor, windows_from
+from jobs.streaming.batch import BatchProcessor, windows_from
 from jobs.streaming.checkpoint import after_failure, corrupt, corrupt_remedy
 from jobs.streaming.gaps import check_replay_start
 from jobs.streaming.preflight import check_retention
 from jobs.streaming.range_check import check_range
+from jobs.streaming.run_spec import KAFKA, REDIS, Report, RunSpec
 from jobs.streaming.state import (
     CheckpointError,
     QueryLock,
@@ -58,9 +58,6 @@ torn file is ever visible. Measured on a 300k replay, 4 alternating runs: a batc
 commit log writes (``walCommit`` + ``commitOffsets``) took 115-150 ms with the checksums, 59-107 ms
 without (docs/explanation/streaming-performance.md). Other schemes (HDFS, S3) are untouched."""
 
-Mode = Literal["live", "replay"]
-SINKS = (KAFKA, REDIS)
-
 
 class StreamJobError(KappaError):
     """The streaming query failed; the message carries Spark's reason."""
@@ -73,49 +70,6 @@ class TransientStartFailure(StreamJobError):
 TRANSIENT_ATTEMPTS = 3
 TRANSIENT_MARKERS = ("Python worker failed to connect back",
                      "Timed out while waiting for the Python worker to connect back")
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    """What one run of the job does."""
-
-    mode: Mode = "live"
-    query: str | None = None
-    starting: Bound = "earliest"
-    ending: Bound | None = None
-    sinks: frozenset[str] = frozenset(SINKS)
-    skip_lost: bool = False
-    max_offsets_per_trigger: int | None = None
-    fresh: bool = False
-
-    def query_name(self, cfg: KappaConfig) -> str:
-        """Live: ``streaming.query_name``; replay: derived from the range so a re-run resumes it."""
-        if self.query:
-            return self.query
-        if self.mode == "live":
-            return cfg.streaming.query_name
-        digest = hashlib.sha1(f"{self.starting}|{self.ending}|{sorted(self.sinks)}".encode()).hexdigest()
-        return f"{cfg.streaming.query_name}-replay-{digest[:10]}"
-
-
-@dataclass
-class Report:
-    """What a run did (the replay report; a live run's totals at stop)."""
-
-    query: str
-    mode: str
-    batches: int
-    records_read: int
-    valid: int
-    dead_lettered: int
-    late: int
-    written: dict[str, int]
-    duration_s: float
-    checkpoint: str
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready."""
-        return asdict(self)
 
 
 def run_stream(cfg: KappaConfig, spec: RunSpec, progress: Callable[[str], None] = logger.info,
