@@ -5,17 +5,23 @@ nothing says why. This command refuses a paused DAG with that reason (``--unpaus
 it first: harmless for ``replay``, whose scheduled runs write nothing), plans the runs with
 Airflow's dry run and then creates the backfill. ``--from``/``--to`` are logical dates, both
 included, as in ``airflow backfill create``: for ``replay`` (hourly intervals named by their
-start) ``--from 10:00 --to 11:00`` replays [10:00, 12:00).
+start) ``--from 10:00 --to 11:00`` replays [10:00, 12:00). ``--conf`` is the runs' configuration
+(the DAG's params, e.g. ``{"sinks": ["kafka", "redis"]}``), as the UI's backfill form sends it;
+``--wait`` follows the runs until the backfill completes.
 """
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from jobs.common.config import KappaConfig
 from jobs.common.errors import ConfigError, KappaError, StackError
+
+EXAMPLE = """'{"sinks": ["kafka", "redis"]}'"""
 
 
 class DagPaused(ConfigError):
@@ -33,8 +39,22 @@ def parse_logical_date(text: str, option: str) -> datetime:
     return value
 
 
+def parse_conf(text: str | None) -> dict[str, Any] | None:
+    """``--conf``: a JSON object (the runs' params), or None; ConfigError naming what is wrong."""
+    if text is None:
+        return None
+    try:
+        conf = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"--conf {text!r} is not JSON ({exc.msg} at character {exc.pos}); give an "
+                          "object of the DAG's params, e.g. --conf " + EXAMPLE) from None
+    if not isinstance(conf, dict):
+        raise ConfigError(f"--conf {text!r}: expected a JSON object of the DAG's params, e.g. {EXAMPLE}")
+    return conf
+
+
 def submit_backfill(cfg: KappaConfig, dag_id: str, start: datetime, end: datetime, *, unpause: bool,
-                    progress: Callable[[str], None]) -> dict[str, Any]:
+                    progress: Callable[[str], None], conf: dict[str, Any] | None = None) -> dict[str, Any]:
     """Check the DAG, plan and create the backfill; return its id and planned logical dates."""
     if end < start:
         raise ConfigError(f"--to {end.isoformat()} is before --from {start.isoformat()}")
@@ -55,6 +75,8 @@ def submit_backfill(cfg: KappaConfig, dag_id: str, start: datetime, end: datetim
             progress(f"{dag_id}: unpaused")
         body = {"dag_id": dag_id, "from_date": start.isoformat(), "to_date": end.isoformat(),
                 "max_active_runs": 1, "reprocess_behavior": "completed", "run_backwards": False}
+        if conf:
+            body["dag_run_conf"] = conf
         planned = client.post("/api/v2/backfills/dry_run", json=body)
         _check(planned, "plan the backfill")
         dates = [run["logical_date"] for run in planned.json().get("backfills", [])]
@@ -69,6 +91,40 @@ def submit_backfill(cfg: KappaConfig, dag_id: str, start: datetime, end: datetim
     backfill = created.json()
     return {"dag_id": dag_id, "backfill_id": backfill["id"], "runs": dates,
             "status": f"GET /api/v2/backfills/{backfill['id']}"}
+
+
+def wait_backfill(cfg: KappaConfig, report: dict[str, Any], progress: Callable[[str], None],
+                  poll_s: float = 2.0) -> list[dict[str, Any]]:
+    """Follow a backfill's runs until Airflow marks it completed; each run's state and duration."""
+    dag_id, dates = report["dag_id"], set(report["runs"])
+    client = _client(cfg)
+    said: dict[str, str] = {}
+    try:
+        while True:
+            backfill = client.get(f"/api/v2/backfills/{report['backfill_id']}")
+            _check(backfill, "read the backfill")
+            listed = client.get(f"/api/v2/dags/{dag_id}/dagRuns",
+                                params={"run_type": "backfill", "limit": 1000, "order_by": "logical_date"})
+            _check(listed, "list the backfill's runs")
+            runs = [_run(run) for run in listed.json()["dag_runs"] if run["logical_date"] in dates]
+            for run in runs:
+                if said.get(run["logical_date"]) != run["state"]:
+                    said[run["logical_date"]] = run["state"]
+                    took = f" in {run['duration_s']} s" if run["duration_s"] is not None else ""
+                    progress(f"{dag_id} {run['logical_date']}: {run['state']}{took}")
+            if backfill.json().get("completed_at"):
+                return runs
+            time.sleep(poll_s)
+    finally:
+        client.close()
+
+
+def _run(run: dict[str, Any]) -> dict[str, Any]:
+    started, ended = run.get("start_date"), run.get("end_date")
+    duration = (round((datetime.fromisoformat(ended) - datetime.fromisoformat(started)).total_seconds(), 2)
+                if started and ended else None)
+    return {"logical_date": run["logical_date"], "run_id": run["dag_run_id"], "state": run["state"],
+            "duration_s": duration}
 
 
 def _client(cfg: KappaConfig):

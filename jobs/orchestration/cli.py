@@ -61,22 +61,40 @@ def airflow_status(
 @airflow_app.command("backfill")
 def airflow_backfill(
     dag_id: str = typer.Argument("replay", help="The DAG to backfill (default replay)."),
+    *,
     from_: str = typer.Option(..., "--from", help="First logical date, ISO 8601 with zone."),
     to: str = typer.Option(..., "--to", help="Last logical date (included), ISO 8601 with zone."),
     unpause: bool = typer.Option(False, "--unpause", help="Unpause a paused DAG first."),
+    conf: str | None = typer.Option(None, "--conf", help='The runs\' configuration (the DAG\'s params) '
+                                    'as a JSON object, e.g. \'{"sinks": ["kafka", "redis"]}\'.'),
+    wait: bool = typer.Option(False, "--wait", help="Follow the runs until the backfill completes; "
+                              "exit 1 if one failed."),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
 ) -> None:
     """Airflow's backfill of a DAG on the local Airflow; refuses a paused DAG (its runs would never start)."""
     from jobs.common.config import load_config
-    from jobs.orchestration.backfill import parse_logical_date, submit_backfill
+    from jobs.orchestration.backfill import parse_conf, parse_logical_date, submit_backfill, wait_backfill
 
     start, end = parse_logical_date(from_, "--from"), parse_logical_date(to, "--to")
-    report = submit_backfill(load_config(), dag_id, start, end, unpause=unpause, progress=_progress)
+    params = parse_conf(conf)
+    cfg = load_config()
+    report = submit_backfill(cfg, dag_id, start, end, unpause=unpause, progress=_progress, conf=params)
+    if wait:
+        report["runs"] = wait_backfill(cfg, report, _progress)
+    failed = [run for run in report["runs"] if isinstance(run, dict) and run["state"] != "success"]
     if as_json:
         console.print_json(json.dumps(report))
-        return
-    console.print(f"backfill {report['backfill_id']} of {dag_id}: {len(report['runs'])} runs; "
-                  f"status: {report['status']}", highlight=False, soft_wrap=True)
+    elif wait:
+        console.print(f"backfill {report['backfill_id']} of {dag_id}: {len(report['runs']) - len(failed)} "
+                      f"of {len(report['runs'])} runs succeeded", highlight=False, soft_wrap=True)
+    else:
+        console.print(f"backfill {report['backfill_id']} of {dag_id}: {len(report['runs'])} runs; "
+                      f"status: {report['status']}", highlight=False, soft_wrap=True)
+    if failed:
+        err_console.print(f"error: {len(failed)} run(s) of the backfill did not succeed (first: "
+                          f"{failed[0]['logical_date']} {failed[0]['state']}); see its task log in the UI "
+                          "and docs/runbooks/airflow.md", highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
 
 
 def _print(status, as_json: bool) -> None:

@@ -169,7 +169,7 @@ def _check_reachable(cfg, sinks: list[str]) -> None:
 
 def _replay_stream(cfg, rng, sinks: list[str]) -> dict[str, Any]:
     from jobs.common.spark_attach import run_stream
-    from jobs.streaming.job import RunSpec
+    from jobs.streaming.run_spec import RunSpec
 
     spec = RunSpec(mode="replay", starting=rng.starting(), ending=rng.ending(), sinks=frozenset(sinks))
     return run_stream(cfg, spec, progress=_say).as_dict()

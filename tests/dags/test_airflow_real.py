@@ -264,3 +264,25 @@ def test_rest_backfill_of_replay_loads_exactly_the_kafka_range(api, stack, kappa
     print(f"backfill {backfill_id}: {len(states)} runs done in {time.monotonic() - started:.0f}s")
     rows = DeltaTable(table_uri(cfg.lake.root, "bronze.rsvps_raw")).to_pyarrow_table().num_rows
     assert rows == _kafka_count(cfg, covered_start, covered_end) == 300
+
+
+def test_cli_backfill_passes_its_conf_and_waits_for_the_runs(api, kappa_env):
+    """``kappa airflow backfill --conf ... --wait --json``: the runs get the conf, the command
+    returns once Airflow completed the backfill, with each run's state; a --conf that is not a
+    JSON object is one line and exit 2."""
+    bad = _kappa(kappa_env, "airflow", "backfill", "replay", "--from", "2026-01-01T00:00:00Z",
+                 "--to", "2026-01-01T00:00:00Z", "--conf", "[1]")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --conf '[1]'"), bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+    _wait_for_dags(api)
+    # an hour before the other backfill's and clear of the scheduled runs: nothing to replay
+    hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=6)
+    conf = {"sinks": ["delta"], "dry_run": True}
+    done = _kappa(kappa_env, "airflow", "backfill", "replay", "--from", hour.isoformat(), "--to",
+                  hour.isoformat(), "--conf", json.dumps(conf), "--unpause", "--wait", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert [run["state"] for run in report["runs"]] == ["success"], report
+    assert api.get(f"/api/v2/backfills/{report['backfill_id']}").json()["completed_at"]
+    run = api.get(f"/api/v2/dags/replay/dagRuns/{report['runs'][0]['run_id']}").json()
+    assert run["conf"] == conf and run["state"] == "success", run
