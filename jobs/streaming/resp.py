@@ -65,6 +65,8 @@ class EventWrites:
         for name, column in zip(EVENT_FIELDS, ("n", "no", "guests"), strict=True):
             values = pc.fill_null(_plain(events[column]), 0)
             given = pc.not_equal(values, 0)
+            if not pc.any(given).as_py():  # e.g. no guests in the whole chunk: no pass over it
+                continue
             command = pc.binary_join_element_wise(
                 "*4\r\n$7\r\nHINCRBY\r\n", key, _bulk(name.encode()).decode(), _bulks(values), "")
             parts.append(pc.if_else(given, command, ""))
