@@ -11,7 +11,13 @@ import pytest
 from pyspark.sql import Row
 from pyspark.testing import assertDataFrameEqual
 
-from jobs.streaming.aggregates import INCREMENT_COLUMNS, Windows, increment_arrow_schema, summary_increments
+from jobs.streaming.aggregates import (
+    INCREMENT_COLUMNS,
+    Windows,
+    increment_arrow_schema,
+    increments_table,
+    summary_increments,
+)
 from jobs.streaming.records import Increments
 from jobs.streaming.task_output import split_output, task_timings
 
@@ -153,3 +159,19 @@ def test_summary_increments(rows) -> None:
 def test_windows_refuse_a_slide_that_does_not_divide() -> None:
     with pytest.raises(ValueError, match="not a multiple of its slide"):
         Windows(trending_ms=150_000, trending_slide_ms=60_000)
+
+
+def test_increments_table_takes_dicts_and_tables_of_other_string_types() -> None:
+    """The Redis apply's input: rows as dicts, or a table whose strings are large_string and whose
+    columns come in another order (as a Spark collect can give them), both to one schema."""
+    row = {"kind": "event", "window_start": 0, "item": "e1", "n": 2, "no": 1, "guests": 3, "label": "Mixer"}
+    large = pa.large_string()
+    wide = pa.table({"label": pa.array(["Mixer"], large), "kind": pa.array(["event"], large),
+                     "window_start": [0], "item": pa.array(["e1"], large), "n": [2], "no": [1],
+                     "guests": [3]})
+    for given in ([row], wide):
+        table = increments_table(given)
+        assert table.schema == increment_arrow_schema()
+        assert table.to_pylist() == [row]
+    same = increments_table([row])
+    assert increments_table(same) is same  # already the schema: not copied
