@@ -24,6 +24,7 @@ $(VENV)/.installed: requirements/lock.txt pyproject.toml
 	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .
 	@$(BIN)/python -m compileall -q jobs dags > /dev/null  # bytecode: see "Bytecode" in README
 	@$(BIN)/python -m jobs.common.spark_bytecode  # pyspark's own zips: docs/explanation/streaming-performance.md
+	@SPARK_LOCAL_IP=127.0.0.1 $(BIN)/python -m jobs.common.jvm_archive  # the local Spark JVM's classes, archived
 	@touch $@
 
 $(CHECKOV_VENV)/.installed: requirements/checkov-lock.txt $(VENV)/.installed

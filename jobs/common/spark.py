@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from jobs.common.config import KappaConfig
 from jobs.common.errors import KappaError
+from jobs.common.jvm_archive import java_option
 from jobs.common.worker_daemon import worker_python
 
 if TYPE_CHECKING:
@@ -158,6 +159,10 @@ def build_spark(config: KappaConfig, app_name: str | None = None,
         builder = builder.master(config.spark.master)
     settings = session_settings(config, extra_conf)
     settings |= quiet_settings(settings)
+    archive = java_option() if config.spark.master.startswith("local") else ""
+    if archive:  # the driver's classes mapped from the archive `make setup` wrote
+        key = "spark.driver.extraJavaOptions"
+        settings[key] = f"{archive} {settings[key]}"
     for key, value in settings.items():
         builder = builder.config(key, value)
     from pyspark import SparkContext
