@@ -77,11 +77,13 @@ def wait_for_dag(api: httpx.Client, dag_id: str, timeout_s: float = 300) -> None
     raise RuntimeError(f"DAG {dag_id} not listed after {timeout_s:.0f} s")
 
 
-def runs_of(api: httpx.Client, backfill_id: int) -> list[dict[str, Any]]:
-    """Each backfill run's task: Airflow's own times, and the replay report it returned."""
-    runs = api.get("/api/v2/dags/replay/dagRuns", params={"run_type": "backfill", "limit": 100}).json()
+def runs_of(api: httpx.Client, backfill: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each run of this backfill: its task's own times in Airflow, and the replay report it returned."""
+    ids = {run["run_id"] for run in backfill["runs"]}  # the instance keeps earlier backfills' runs
+    runs = api.get("/api/v2/dags/replay/dagRuns", params={"run_type": "backfill", "limit": 1000}).json()
     out = []
-    for run in sorted(runs["dag_runs"], key=lambda r: r["logical_date"]):
+    ours = [run for run in runs["dag_runs"] if run["dag_run_id"] in ids]
+    for run in sorted(ours, key=lambda r: r["logical_date"]):
         path = f"/api/v2/dags/replay/dagRuns/{run['dag_run_id']}/taskInstances/replay_interval"
         ti = api.get(path).json()
         xcom = api.get(f"{path}/xcomEntries/return_value").json().get("value") or {}
@@ -93,7 +95,7 @@ def runs_of(api: httpx.Client, backfill_id: int) -> list[dict[str, Any]]:
                     "task_s": round((ended - started).total_seconds(), 2),
                     "queued_s": round((started - queued).total_seconds(), 2),
                     "records_read": stream.get("records_read"), "replay_s": stream.get("duration_s"),
-                    "backfill_id": backfill_id})
+                    "backfill_id": backfill["backfill_id"]})
     return out
 
 
@@ -133,7 +135,7 @@ def main() -> None:
                                      "--to", last.isoformat(), "--conf", conf, "--unpause", "--wait",
                                      "--json").stdout)
         backfill_s = round(time.monotonic() - began, 1)
-        runs = runs_of(api, submitted["backfill_id"])
+        runs = runs_of(api, submitted)
         api.close()
     finally:
         kappa(env, "airflow", "down", timeout=300)
