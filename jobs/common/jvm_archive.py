@@ -29,25 +29,28 @@ DUMP_WAIT_S = 180.0
 """How long the archiving JVM may take to write the archive as it exits."""
 
 
-def archive_path() -> Path:
-    """Where the archive of this JDK and this pyspark installation is kept."""
+def archive_path(java_line: str | None = None) -> Path:
+    """Where the archive of this JDK and this pyspark installation is kept.
+
+    ``java_line``: ``java -version``'s version line, read when not given.
+    """
     import pyspark
 
     from jobs.common.spark import java_version
 
-    _, line = java_version()
+    line = java_line if java_line is not None else java_version()[1]
     java = os.environ.get("JAVA_HOME") or ""
     key = f"{line}|{java}|{Path(pyspark.__file__).resolve().parent}|{pyspark.__version__}"
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kappa"
     return cache / f"spark-cds-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
 
 
-def java_option() -> str:
+def java_option(java_line: str | None = None) -> str:
     """``-XX:SharedArchiveFile=...`` when the archive exists (and is not switched off), else ``""``."""
     if os.environ.get(OFF_ENV, "").lower() in ("off", "0", "false", "no"):
         return ""
     try:
-        path = archive_path()
+        path = archive_path(java_line)
     except Exception:  # no java: build_spark says so itself
         return ""
     return f"-XX:SharedArchiveFile={path}" if path.is_file() else ""

@@ -159,7 +159,7 @@ def build_spark(config: KappaConfig, app_name: str | None = None,
         builder = builder.master(config.spark.master)
     settings = session_settings(config, extra_conf)
     settings |= quiet_settings(settings)
-    archive = java_option() if config.spark.master.startswith("local") else ""
+    archive = java_option(line) if config.spark.master.startswith("local") else ""
     if archive:  # the driver's classes mapped from the archive `make setup` wrote
         key = "spark.driver.extraJavaOptions"
         settings[key] = f"{archive} {settings[key]}"
