@@ -43,8 +43,9 @@ def replay(job_cfg: KappaConfig, per_trigger: int, output: bool = True) -> dict[
 
     The rates are defined in bench/streaming.py's docstring (sustained, steady span, run, wall).
     """
-    from jobs.streaming.job import SINKS, RunSpec, run_stream
+    from jobs.streaming.job import run_stream
     from jobs.streaming.redis_sink import connect
+    from jobs.streaming.run_spec import SINKS, RunSpec
 
     sinks = frozenset(SINKS) if output else frozenset({"redis"})
     spec = RunSpec(mode="replay", starting="earliest", ending="latest",
