@@ -6,7 +6,8 @@ applied through ``RedisSummarySink`` to a redis-server this script starts on a f
 ``--batches`` times, once per chunk size (``--chunks``; 0 = one script call per batch, the
 unchunked baseline). Meanwhile a reader thread sends ``HGETALL`` of one city window every 2 ms and
 records its latency: what a ``kappa serve`` REST client waits when its read lands behind a script.
-Redis' own ``SLOWLOG`` gives the longest command. Prints JSON.
+Redis' own ``SLOWLOG`` gives the longest command. Redis persists as ``kappa stack up`` runs it (an
+append-only file, fsync every second; ``--persistence none`` for none). Prints JSON.
 
     .venv/bin/python bench/redis_apply.py --events 100000 --batches 3 --chunks 0,20000,5000
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -38,6 +40,8 @@ from jobs.streaming.validate import Rules, parse
 
 RAW = "bench.raw"
 SLOWLOG_US = 1000
+PERSISTENCE = {"aof": ["--appendonly", "yes", "--appendfsync", "everysec"],  # as jobs/common/stack.py
+               "none": ["--appendonly", "no"]}
 
 
 def free_port() -> int:
@@ -129,6 +133,8 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--batches", type=int, default=3)
     parser.add_argument("--chunks", default="0,20000,5000", help="chunk sizes in arguments; 0 = unchunked")
+    parser.add_argument("--persistence", choices=sorted(PERSISTENCE), default="aof",
+                        help="aof: as the stack's Redis (default); none: no append-only file")
     args = parser.parse_args()
     cfg = load_config()
     windows = windows_from(cfg)
@@ -136,7 +142,7 @@ def main() -> None:
     port = free_port()
     folder = tempfile.mkdtemp(prefix="bench-redis-")
     server = subprocess.Popen([redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1",
-                               "--save", "", "--appendonly", "no", "--dir", folder],
+                               "--save", "", *PERSISTENCE[args.persistence], "--dir", folder],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 10
@@ -152,7 +158,9 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait(timeout=10)
+        shutil.rmtree(folder, ignore_errors=True)
     print(json.dumps({"benchmark": "redis_apply", "events_per_batch": args.events, "batches": args.batches,
+                      "persistence": args.persistence,
                       "redis": str(Path(redis_server_binary()).name), "results": results}, indent=2))
 
 

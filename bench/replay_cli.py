@@ -42,7 +42,8 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from streaming_support import PARTITIONS, drop_topics, new_topic, percentiles, produce, settle
+from streaming_cpu import settle
+from streaming_support import PARTITIONS, drop_topics, new_topic, percentiles, produce
 
 from jobs.common.config import PROJECT_ROOT, load_config
 from jobs.orchestration.settings import free_port

@@ -39,8 +39,9 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from streaming_cpu import settle
 from streaming_latency import _paced, _visible, fence_offsets
-from streaming_support import PARTITIONS, new_topic, percentiles, produce, settle
+from streaming_support import PARTITIONS, new_topic, percentiles, produce
 
 from jobs.common.config import PROJECT_ROOT, load_config
 from jobs.common.views import version_config

@@ -35,7 +35,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the bench's sibling modules
 
-from streaming_support import load_avg, produce
+from streaming_cpu import load_avg
+from streaming_support import produce
 
 from jobs.common.config import PROJECT_ROOT, load_config
 from jobs.common.processes import session_alive

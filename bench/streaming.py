@@ -28,7 +28,10 @@ measures, in one run on the same topic:
   Beside it, ``broker_round_trip`` probes the broker alone (one record produced with acks=all
   and fetched back every 100 ms, on a topic of its own: its stalls over 1 s with their times),
   and ``live_batches.slowest`` lists the slowest batches with their start time, phases and the
-  tasks' largest phase times, to tell the job's delays from the broker's;
+  tasks' largest phase times, to tell the job's delays from the broker's. ``to_analyzed``: Kafka
+  timestamp of each source record to that of its record on rsvps.analyzed, tailed during the run.
+  ``--retention-s`` sets the run's topics' ``retention.ms``: the embedded broker rewrites its
+  whole state after writes, so at thousands of events/s its stalls grow with what it holds;
 * ``rss``: the peak, sampled every 0.2 s, of the driver JVM plus every process under it (Python
   workers), and of this process (the driver's Python, which also runs the benchmark);
 * between phases, the embedded broker is left to settle (the work it does after taking writes
@@ -63,20 +66,16 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the bench's sibling modules
 
+from streaming_cpu import RssSampler, cpu_seconds, load_avg, settle, with_cpu
 from streaming_replay import replay, summary
 from streaming_support import (
     PARTITIONS,
-    RssSampler,
     broker_state_mb,
-    cpu_seconds,
     drop_topics,
     job_config,
-    load_avg,
     new_topic,
     output_topics,
     produce,
-    settle,
-    with_cpu,
 )
 
 from jobs.common.config import KappaConfig, load_config
@@ -255,6 +254,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rate", type=float, default=2000.0, help="events/s of the latency run")
     parser.add_argument("--seconds", type=float, default=30.0, help="measured seconds of the latency run")
     parser.add_argument("--settle", type=float, default=10.0, help="unmeasured seconds before those")
+    parser.add_argument("--retention-s", type=float,
+                        help="retention.ms of the latency run's topics (default: the broker's); the "
+                             "embedded broker rewrites all it holds after writes")
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--breakdown", action="store_true",
                         help="also time the Spark pass with parts switched off (streaming_breakdown.py)")

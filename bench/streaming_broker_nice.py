@@ -27,8 +27,9 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the bench's sibling modules
 
 import streaming as bench
+from streaming_cpu import settle
 from streaming_replay import replay
-from streaming_support import PARTITIONS, drop_topics, job_config, new_topic, output_topics, produce, settle
+from streaming_support import PARTITIONS, drop_topics, job_config, new_topic, output_topics, produce
 
 from jobs.common.stack import SNAPSHOT_THREAD
 

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import threading
 import time
+from array import array
 from itertools import pairwise
 from statistics import median
 from typing import Any
 
 from confluent_kafka import Producer
-from streaming_support import FAULTS, PARTITIONS, Sampler, job_config, new_topic, percentiles, produce
+from streaming_cpu import Sampler
+from streaming_support import FAULTS, PARTITIONS, job_config, new_topic, percentiles, produce
 
 from jobs.collector.generator import RsvpGenerator
 from jobs.common.config import KappaConfig
@@ -25,8 +28,9 @@ def latency(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
     from jobs.streaming.redis_sink import connect
 
     props = cfg.kafka.client_config()
-    source = new_topic(props, PARTITIONS)
-    job_cfg = job_config(cfg, source, trigger_s=1.0)
+    topic_config = {} if args.retention_s is None else {"retention.ms": str(int(args.retention_s * 1000))}
+    source = new_topic(props, PARTITIONS, topic_config)
+    job_cfg = job_config(cfg, source, topic_config, trigger_s=1.0)
     stop = threading.Event()
     errors: list[BaseException] = []
 
@@ -59,6 +63,8 @@ def latency(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
     poller.start()
     probe = BrokerProbe(props)
     probe.start()
+    tail = AnalyzedTail(props, job_cfg.streaming.analyzed_topic)
+    tail.start()
     sent = _paced(props, source, args.rate, args.settle + args.seconds)
     probe.stop()
     time.sleep(5)
@@ -69,6 +75,8 @@ def latency(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
         time.sleep(0.2)
     polling.set()
     poller.join()
+    first = min((t for _, _, t in sent), default=time.time()) + args.settle
+    analyzed = tail.result(int(first * 1000))
     stop.set()
     runner.join(120)
     batches = _live_batches(client, job_cfg)
@@ -76,49 +84,83 @@ def latency(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:
     if not sent:
         return {"error": "no event was acknowledged by the broker", "job_error":
                 repr(errors[0])[:500] if errors else None}
-    first = min(t for _, _, t in sent) + args.settle
     measured = [(p, o, t) for p, o, t in sent if t >= first]
     at = percentiles(_visible(measured, samples))
-    analyzed = _analyzed_latencies(props, job_cfg.streaming.analyzed_topic, int(first * 1000))
     return {"rate_per_s": args.rate, "seconds": args.seconds, "settle_s": args.settle,
+            "topic_retention_s": args.retention_s,
             "trigger_s": 1.0, "events": len(measured), "seen": at["events"],
             "p50_ms": at["p50_ms"], "p90_ms": at["p90_ms"], "p99_ms": at["p99_ms"], "max_ms": at["max_ms"],
             "to_analyzed": analyzed, "broker_round_trip": probe.summary(),
             "live_batches": batches, "job_error": repr(errors[0])[:500] if errors else None}
 
 
-def _analyzed_latencies(props: dict[str, str], topic: str, since_ms: int) -> dict[str, Any]:
-    """Kafka timestamp of each source record (sent at or after ``since_ms``) to the timestamp of its
-    record on rsvps.analyzed (written by the job's tasks): percentiles in ms."""
-    from confluent_kafka import Consumer, TopicPartition
+class AnalyzedTail:
+    """A process of its own tailing rsvps.analyzed from its start during the run: per record, its
+    Kafka timestamp (written by the job's tasks) minus its source record's (``kafka_timestamp_ms``
+    in it). Tailed live, not read at the end, so that records a short retention deletes are
+    counted; a process, so that its parsing does not take the GIL from the job's driver here."""
 
-    # the embedded broker answers a fetch with the rest of the partition (hundreds of MB here)
+    def __init__(self, props: dict[str, str], topic: str) -> None:
+        spawn = multiprocessing.get_context("spawn")   # not a fork of a process running a JVM's driver
+        self._stop, self._since, self._out = spawn.Event(), spawn.Value("d", 0.0), spawn.Queue()
+        self._process = spawn.Process(target=_tail, daemon=True, args=(
+            props, topic, self._stop, self._since, self._out))
+
+    def start(self) -> None:
+        self._process.start()
+
+    def result(self, since_ms: int) -> dict[str, Any]:
+        """Stop after reading to the end; percentiles of the records whose source is from ``since_ms``."""
+        self._since.value = since_ms
+        self._stop.set()
+        try:
+            return self._out.get(timeout=180)
+        finally:
+            self._process.join(30)
+
+
+def _tail(props: dict[str, str], topic: str, stop: Any, since: Any, out: Any) -> None:
+    """Read ``topic`` in bursts, paused 0.5 s between them: the embedded broker answers an idle
+    fetch at once, so a consumer fetching without pause would keep it busy (and the job with it)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
     consumer = Consumer({**props, "group.id": f"bench-{time.time_ns()}", "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest", "fetch.max.bytes": 2_000_000_000,
-                         "receive.message.max.bytes": 2_147_483_647})
-    bounds = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
-              for p in range(PARTITIONS)}
-    ends = {p: high for p, (_, high) in bounds.items()}
-    consumer.assign([TopicPartition(topic, p, low) for p, (low, _) in bounds.items()])
-    delays: list[int] = []
-    read = 0
-    done = {p for p, (low, high) in bounds.items() if high <= low}
-    while len(done) < PARTITIONS:
-        for msg in consumer.consume(10_000, timeout=5):
-            if msg.error():
-                continue
-            read += 1
-            source_ms = json.loads(msg.value())["kafka_timestamp_ms"]
-            if source_ms is not None and source_ms >= since_ms:
-                delays.append(msg.timestamp()[1] - source_ms)
-            if msg.offset() + 1 >= ends[msg.partition()]:
-                done.add(msg.partition())
+                         "fetch.max.bytes": 2_000_000_000, "receive.message.max.bytes": 2_147_483_647})
+    parts = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)]
+    consumer.assign(parts)
+    source, delays, read, next_offset = array("q"), array("q"), 0, dict.fromkeys(range(PARTITIONS), 0)
+    ends: dict[int, int] | None = None
+    deadline = time.monotonic() + 10**6
+    while True:
+        if ends is None and stop.is_set():   # read on to the end offsets as they are now
+            ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+                    for p in range(PARTITIONS)}
+            deadline = time.monotonic() + 120
+        if ends is not None and (all(next_offset[p] >= end for p, end in ends.items())
+                                 or time.monotonic() > deadline):
+            break
+        consumer.resume(parts)
+        while messages := consumer.consume(10_000, timeout=0.2):
+            for msg in messages:
+                if msg.error():
+                    continue
+                read += 1
+                next_offset[msg.partition()] = msg.offset() + 1
+                value = msg.value()
+                at = value.find(b'"kafka_timestamp_ms":')
+                stamp = value[at + 21:value.find(b",", at)].strip() if at >= 0 else b""
+                if stamp.isdigit():
+                    source.append(int(stamp))
+                    delays.append(msg.timestamp()[1] - int(stamp))
+        consumer.pause(parts)
+        time.sleep(0.5)
     consumer.close()
-    delays.sort()
-    at = {q: delays[min(len(delays) - 1, int(q * len(delays)))] if delays else None for q in (0.5, 0.9, 0.99)}
-    return {"records_read": read, "end_offsets": ends, "records": len(delays),
-            "p50_ms": at[0.5], "p90_ms": at[0.9], "p99_ms": at[0.99],
-            "max_ms": delays[-1] if delays else None}
+    since_ms = since.value
+    kept = sorted(d for s, d in zip(source, delays, strict=True) if s >= since_ms)
+    at_q = {q: kept[min(len(kept) - 1, int(q * len(kept)))] if kept else None for q in (0.5, 0.9, 0.99)}
+    out.put({"records_read": read, "end_offsets": ends, "records": len(kept),
+             "p50_ms": at_q[0.5], "p90_ms": at_q[0.9], "p99_ms": at_q[0.99],
+             "max_ms": kept[-1] if kept else None})
 
 
 def fence_offsets(raw: dict[str, str], source: str) -> dict[int, int]:

@@ -39,7 +39,8 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the bench's sibling modules
 
 import streaming as bench
-from streaming_support import PARTITIONS, drop_topics, new_topic, settle, with_cpu
+from streaming_cpu import settle, with_cpu
+from streaming_support import PARTITIONS, drop_topics, new_topic
 
 from jobs.common.config import KappaConfig
 from jobs.common.kafka.adapter import read_options
