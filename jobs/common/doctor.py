@@ -10,8 +10,9 @@ from typing import Any
 from jobs.common.config import KappaConfig
 from jobs.common.errors import KappaError
 from jobs.common.health import kafka_healthy, redis_healthy
-from jobs.common.spark import JAVA_MAJOR, choose_backends, java_version
+from jobs.common.spark import JAVA_MAJOR, java_version
 from jobs.common.spark_attach import choose
+from jobs.common.spark_backends import choose_backends
 
 PACKAGES = ("pyspark", "delta-spark", "deltalake", "confluent-kafka", "apache-airflow",
             "great-expectations", "redis", "noida-db")

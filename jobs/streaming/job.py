@@ -19,7 +19,7 @@ from typing import Any
 from jobs.common.config import KappaConfig
 from jobs.common.errors import KappaError
 from jobs.common.kafka.adapter import read_options
-from jobs.common.spark import choose_backends
+from jobs.common.spark_backends import choose_backends
 from jobs.streaming.batch import BatchProcessor, windows_from
 from jobs.streaming.checkpoint import after_failure, corrupt, corrupt_remedy
 from jobs.streaming.gaps import check_replay_start

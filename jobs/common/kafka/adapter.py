@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from jobs.common.config import KappaConfig
 from jobs.common.errors import KafkaSourceError
 from jobs.common.kafka.source import FORMAT
-from jobs.common.spark import choose_backends
+from jobs.common.spark_backends import choose_backends
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

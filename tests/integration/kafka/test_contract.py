@@ -14,7 +14,7 @@ from pyspark.sql import types as T
 
 from jobs.common.config import load_config
 from jobs.common.kafka.adapter import read_kafka, write_kafka
-from jobs.common.spark import kafka_jar
+from jobs.common.spark_backends import kafka_jar
 from tests.integration.kafka.records import expected
 
 JVM_JAR = kafka_jar(load_config("test", environ={})) is not None
