@@ -6,8 +6,10 @@ to exit), on the same topic in the same run, rounds alternating. Two workloads (
 ``high-cardinality`` (every RSVP its own event id, topics and cities as skewed), each with the
 end-to-end tests' fault mix (1 % malformed, late, out-of-order, duplicates). Per run: wall time
 (process start to exit), the job's own run time from its report (``duration_s``: the query from
-its start to its last batch), start-up = wall - run time, events/s over the wall, and the peak
-RSS of the process tree. The job runs with every sink (Kafka outputs, the fenced Redis apply).
+its start to its last batch), start-up = wall - run time, events/s over the wall, the peak
+RSS of the process tree, and the CPU each kind of process on the machine used during the run
+(``cpu_s``: the broker, Redis, the Spark service, its JVM and Python workers, the command
+itself). The job runs with every sink (Kafka outputs, the fenced Redis apply).
 
 The stack is the configured one (``KAPPA_*`` and conf/ as every command: ``kappa stack up`` first);
 each run writes fresh output topics and its own Redis prefix. Unless ``--no-rest-client``, a
@@ -51,9 +53,35 @@ from jobs.orchestration.settings import free_port
 WORKLOADS = ("skewed", "high-cardinality")
 
 
+KINDS = (("noida", "broker"), ("redis-server", "redis"), ("spark_service", "spark_service"),
+         ("daemon", "python_workers"), ("java", "jvm"), ("serve", "serve"))
+
+
+def cpu_by_kind() -> dict[str, float]:
+    """CPU seconds of every process on the machine by kind (:data:`KINDS`, by command line), each
+    with its reaped children (a Spark daemon's exited workers); ``command``: this benchmark's
+    reaped children (the runs it timed)."""
+    me = psutil.Process()
+    mine = me.cpu_times()
+    totals = {kind: 0.0 for _, kind in KINDS} | {"command": mine.children_user + mine.children_system}
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid == me.pid:
+                continue
+            line, t = " ".join(proc.cmdline()[:4]), proc.cpu_times()
+        except psutil.Error:
+            continue
+        kind = next((kind for needle, kind in KINDS if needle in line), None)
+        if kind is not None:
+            totals[kind] += t.user + t.system + t.children_user + t.children_system
+    return totals
+
+
 def timed(command: list[str], env: dict[str, str]) -> dict[str, Any]:
-    """Run ``command``; wall seconds from start to exit, peak RSS of its tree (MB), its last stdout line."""
+    """Run ``command``; wall seconds from start to exit, peak RSS of its tree (MB), its last stdout
+    line, and the CPU seconds every kind of process used meanwhile (:func:`cpu_by_kind`)."""
     peak = [0.0]
+    cpu_before = cpu_by_kind()
     began = time.monotonic()
     process = subprocess.Popen(command, env=env, cwd=PROJECT_ROOT, stdout=subprocess.PIPE,
                                stderr=subprocess.DEVNULL, text=True)
@@ -77,7 +105,9 @@ def timed(command: list[str], env: dict[str, str]) -> dict[str, Any]:
     sampler.join()
     if process.returncode != 0:
         raise RuntimeError(f"{' '.join(command[:6])} ... exited {process.returncode}: {out[-2000:]}")
-    return {"wall_s": round(wall, 2), "peak_rss_mb": round(peak[0]), "last": out.strip().splitlines()[-1]}
+    cpu = {kind: round(value - cpu_before[kind], 2) for kind, value in cpu_by_kind().items()}
+    return {"wall_s": round(wall, 2), "peak_rss_mb": round(peak[0]), "cpu_s": cpu,
+            "last": out.strip().splitlines()[-1]}
 
 
 def rest_client(url: str, stop: Any, out: Any) -> None:
