@@ -29,7 +29,7 @@ from typing import Any
 import httpx
 from confluent_kafka import Producer
 from replay_cli import forget
-from streaming_support import FAULTS, PARTITIONS, new_topic
+from streaming_support import FAULTS, PARTITIONS, exit_on_sigterm, new_topic
 
 from jobs.collector.generator import RsvpGenerator
 from jobs.collector.producer import producer_config
@@ -106,6 +106,7 @@ def main() -> None:
     parser.add_argument("--sinks", default="kafka,redis", help="the replay DAG's sinks param")
     parser.add_argument("--cold", action="store_true", help="Airflow's tasks start their own Spark")
     args = parser.parse_args()
+    exit_on_sigterm()
     cfg = load_config()
     props = cfg.kafka.client_config()
     name = uuid.uuid4().hex[:8]

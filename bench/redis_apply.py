@@ -27,6 +27,7 @@ from typing import Any
 
 import pyarrow as pa
 import redis
+from streaming_support import exit_on_sigterm
 
 from jobs.collector.generator import RsvpGenerator
 from jobs.common.config import load_config
@@ -136,6 +137,7 @@ def main() -> None:
     parser.add_argument("--persistence", choices=sorted(PERSISTENCE), default="aof",
                         help="aof: as the stack's Redis (default); none: no append-only file")
     args = parser.parse_args()
+    exit_on_sigterm()
     cfg = load_config()
     windows = windows_from(cfg)
     batches = [increments(args.events, seed, windows) for seed in range(args.batches)]

@@ -45,7 +45,7 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from streaming_cpu import settle
-from streaming_support import PARTITIONS, drop_topics, new_topic, percentiles, produce
+from streaming_support import PARTITIONS, drop_topics, exit_on_sigterm, new_topic, percentiles, produce
 
 from jobs.common.config import PROJECT_ROOT, load_config
 from jobs.orchestration.settings import free_port
@@ -222,6 +222,7 @@ def main() -> None:
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--no-rest-client", action="store_true", help="no kappa serve, no REST client")
     args = parser.parse_args()
+    exit_on_sigterm()
     cfg = load_config()
     props = cfg.kafka.client_config()
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}

@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from streaming_cpu import settle
 from streaming_latency import _paced, _visible, fence_offsets
-from streaming_support import PARTITIONS, new_topic, percentiles, produce
+from streaming_support import PARTITIONS, exit_on_sigterm, new_topic, percentiles, produce
 
 from jobs.common.config import PROJECT_ROOT, load_config
 from jobs.common.views import version_config
@@ -85,6 +85,7 @@ def main() -> None:
     parser.add_argument("--max-behind", type=int, default=5000, help="offsets behind = caught up")
     parser.add_argument("--high-cardinality", action="store_true")
     args = parser.parse_args()
+    exit_on_sigterm()
     base = load_config()
     props = base.kafka.client_config()
     name = uuid.uuid4().hex[:8]

@@ -72,6 +72,7 @@ from streaming_support import (
     PARTITIONS,
     broker_state_mb,
     drop_topics,
+    exit_on_sigterm,
     job_config,
     new_topic,
     output_topics,
@@ -84,6 +85,7 @@ from jobs.common.config import KappaConfig, load_config
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print its JSON result."""
     args = _parse(argv)
+    exit_on_sigterm()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     with tempfile.TemporaryDirectory(prefix="kappa-bench-stream-") as folder:
         cfg = _config(args, Path(folder))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import signal
+import sys
 import time
 import uuid
 from typing import Any
@@ -113,3 +115,9 @@ def percentiles(seconds: list[float], digits: int = 0) -> dict[str, Any]:
 
     return {"events": len(ordered), "p50_ms": pick(0.5), "p90_ms": pick(0.9), "p99_ms": pick(0.99),
             "max_ms": ms(ordered[-1]) if ordered else None}
+
+
+def exit_on_sigterm() -> None:
+    """Make SIGTERM (``timeout``, ``kill``) unwind like Ctrl-C: the benchmark's ``finally`` blocks
+    then stop the services it started, which Python's default (die at once) would leave running."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
