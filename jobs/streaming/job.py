@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -221,16 +222,16 @@ def _run_query(spark, cfg: KappaConfig, spec: RunSpec, query: str, checkpoint: s
         writer = writer.trigger(processingTime=f"{int(s.trigger_s * 1000)} milliseconds")
     progress(f"query {query}: starting ({spec.mode}, checkpoint {checkpoint})")
     running = writer.start()
-    stop = stop or stop_on_signals()
-    try:
-        wait(running, spec.mode, stop, progress, processor=processor, watch=watch)
-    except Exception as exc:  # a failed query raises from awaitTermination
-        if running.exception() is None:
-            raise
-        del exc
-    finally:
-        if running.isActive:
-            running.stop()
+    with nullcontext(stop) if stop is not None else stop_on_signals() as stopping:
+        try:
+            wait(running, spec.mode, stopping, progress, processor=processor, watch=watch)
+        except Exception as exc:  # a failed query raises from awaitTermination
+            if running.exception() is None:
+                raise
+            del exc
+        finally:
+            if running.isActive:
+                running.stop()
     error = running.exception()
     if error is not None:
         text = str(getattr(error, "desc", None) or error)

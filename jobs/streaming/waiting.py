@@ -6,11 +6,12 @@ runs until Spark ends it at the end of its range.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from jobs.streaming.batch import BatchProcessor
@@ -62,8 +63,14 @@ def _stop_between_batches(running) -> None:
     running.stop()
 
 
-def stop_on_signals() -> threading.Event:
-    """An event set by SIGTERM or SIGINT (handlers installed from the main thread only)."""
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[threading.Event]:
+    """An event set by SIGTERM or SIGINT while the block runs.
+
+    The handlers are installed from the main thread only, and the ones there before are put back
+    after the block: a process that runs a query among other work (a benchmark, a test) keeps its
+    own handling of those signals.
+    """
     event = threading.Event()
 
     def handler(signum, frame) -> None:
@@ -71,7 +78,11 @@ def stop_on_signals() -> threading.Event:
         logger.info("signal %d: the query stops after its current batch", signum)
         event.set()
 
+    previous = {}
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, handler)
-        signal.signal(signal.SIGINT, handler)
-    return event
+        previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield event
+    finally:
+        for sig, before in previous.items():
+            signal.signal(sig, before)
