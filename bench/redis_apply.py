@@ -31,7 +31,7 @@ from streaming_support import exit_on_sigterm
 
 from jobs.collector.generator import RsvpGenerator
 from jobs.common.config import load_config
-from jobs.common.stack import redis_server_binary
+from jobs.common.stack import REDIS_PERSISTENCE, redis_server_binary
 from jobs.streaming.aggregates import increments_table
 from jobs.streaming.batch import windows_from
 from jobs.streaming.records import Increments, analyzed
@@ -41,8 +41,7 @@ from jobs.streaming.validate import Rules, parse
 
 RAW = "bench.raw"
 SLOWLOG_US = 1000
-PERSISTENCE = {"aof": ["--appendonly", "yes", "--appendfsync", "everysec"],  # as jobs/common/stack.py
-               "none": ["--appendonly", "no"]}
+PERSISTENCE = {"aof": list(REDIS_PERSISTENCE), "none": ["--appendonly", "no"]}
 
 
 def free_port() -> int:

@@ -44,7 +44,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from streaming_cpu import settle
+from streaming_cpu import machine_cpu_by_kind, settle
 from streaming_support import PARTITIONS, drop_topics, exit_on_sigterm, new_topic, percentiles, produce
 
 from jobs.common.config import PROJECT_ROOT, load_config
@@ -53,35 +53,11 @@ from jobs.orchestration.settings import free_port
 WORKLOADS = ("skewed", "high-cardinality")
 
 
-KINDS = (("noida", "broker"), ("redis-server", "redis"), ("spark_service", "spark_service"),
-         ("daemon", "python_workers"), ("java", "jvm"), ("serve", "serve"))
-
-
-def cpu_by_kind() -> dict[str, float]:
-    """CPU seconds of every process on the machine by kind (:data:`KINDS`, by command line), each
-    with its reaped children (a Spark daemon's exited workers); ``command``: this benchmark's
-    reaped children (the runs it timed)."""
-    me = psutil.Process()
-    mine = me.cpu_times()
-    totals = {kind: 0.0 for _, kind in KINDS} | {"command": mine.children_user + mine.children_system}
-    for proc in psutil.process_iter():
-        try:
-            if proc.pid == me.pid:
-                continue
-            line, t = " ".join(proc.cmdline()[:4]), proc.cpu_times()
-        except psutil.Error:
-            continue
-        kind = next((kind for needle, kind in KINDS if needle in line), None)
-        if kind is not None:
-            totals[kind] += t.user + t.system + t.children_user + t.children_system
-    return totals
-
-
 def timed(command: list[str], env: dict[str, str]) -> dict[str, Any]:
     """Run ``command``; wall seconds from start to exit, peak RSS of its tree (MB), its last stdout
-    line, and the CPU seconds every kind of process used meanwhile (:func:`cpu_by_kind`)."""
+    line, and the CPU seconds every kind of process used meanwhile (``machine_cpu_by_kind``)."""
     peak = [0.0]
-    cpu_before = cpu_by_kind()
+    cpu_before = machine_cpu_by_kind()
     began = time.monotonic()
     process = subprocess.Popen(command, env=env, cwd=PROJECT_ROOT, stdout=subprocess.PIPE,
                                stderr=subprocess.DEVNULL, text=True)
@@ -105,7 +81,7 @@ def timed(command: list[str], env: dict[str, str]) -> dict[str, Any]:
     sampler.join()
     if process.returncode != 0:
         raise RuntimeError(f"{' '.join(command[:6])} ... exited {process.returncode}: {out[-2000:]}")
-    cpu = {kind: round(value - cpu_before[kind], 2) for kind, value in cpu_by_kind().items()}
+    cpu = {kind: round(value - cpu_before[kind], 2) for kind, value in machine_cpu_by_kind().items()}
     return {"wall_s": round(wall, 2), "peak_rss_mb": round(peak[0]), "cpu_s": cpu,
             "last": out.strip().splitlines()[-1]}
 

@@ -45,6 +45,30 @@ def cpu_by_kind() -> dict[str, float]:
     return totals
 
 
+MACHINE_KINDS = (("noida", "broker"), ("redis-server", "redis"), ("spark_service", "spark_service"),
+         ("daemon", "python_workers"), ("java", "jvm"), ("serve", "serve"))
+
+
+def machine_cpu_by_kind() -> dict[str, float]:
+    """CPU seconds of every process on the machine by kind (:data:`MACHINE_KINDS`, by command line),
+    each with its reaped children (a Spark daemon's exited workers); ``command``: this process's
+    reaped children (the runs it timed). :func:`cpu_by_kind` counts this process's tree only."""
+    me = psutil.Process()
+    mine = me.cpu_times()
+    totals = {kind: 0.0 for _, kind in MACHINE_KINDS} | {"command": mine.children_user + mine.children_system}
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid == me.pid:
+                continue
+            line, t = " ".join(proc.cmdline()[:4]), proc.cpu_times()
+        except psutil.Error:
+            continue
+        kind = next((kind for needle, kind in MACHINE_KINDS if needle in line), None)
+        if kind is not None:
+            totals[kind] += t.user + t.system + t.children_user + t.children_system
+    return totals
+
+
 def with_cpu(run: Callable[[], dict[str, Any]], overhead: Callable[[], float] = lambda: 0.0
              ) -> dict[str, Any]:
     """``run()``'s result plus the CPU it (and the broker, a descendant) used per event.

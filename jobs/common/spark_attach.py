@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,6 +21,7 @@ from typing import Any
 
 from jobs.common.config import KappaConfig
 from jobs.common.errors import KappaError
+from jobs.common.signals import stop_signals_to
 from jobs.common.spark_state import ServiceState, read_state
 
 logger = logging.getLogger(__name__)
@@ -149,10 +148,6 @@ def _follow(conn: Connection, state: ServiceState, progress: Callable[[str], Non
 @contextmanager
 def _relay_stop(conn: Connection) -> Iterator[None]:
     """SIGTERM/SIGINT of this process ask the service to stop the job as they would stop it here."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
     def relay(signum, frame) -> None:
         del frame
         logger.info("signal %d: asking the Spark service to stop the job", signum)
@@ -161,12 +156,8 @@ def _relay_stop(conn: Connection) -> Iterator[None]:
         except OSError:
             pass
 
-    previous = {sig: signal.signal(sig, relay) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
+    with stop_signals_to(relay):
         yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def _connect(state: ServiceState) -> Connection:

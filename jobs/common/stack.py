@@ -40,6 +40,8 @@ logger = logging.getLogger(__name__)
 
 LOOPBACK = ("127.0.0.1", "localhost")
 SNAPSHOT_THREAD = "autosave"
+REDIS_PERSISTENCE = ("--appendonly", "yes", "--appendfsync", "everysec")
+"""How the embedded Redis persists: an append-only file, written to disk every second."""
 """The embedded broker's thread that rewrites its whole state file after writes (noida-db 0.2.3)."""
 
 
@@ -194,8 +196,8 @@ class EmbeddedStack:
                     "--kafka-port", str(service.port), "--data-dir", str(folder)]
         binary = redis_server_binary(self.config.stack.redis_binary)
         return [binary, str(self._redis_conf(folder)), "--bind", "127.0.0.1", "--port",
-                str(service.port), "--dir", str(folder), "--save", "", "--appendonly", "yes",
-                "--appendfsync", "everysec", "--protected-mode", "yes", "--daemonize", "no"]
+                str(service.port), "--dir", str(folder), "--save", "", *REDIS_PERSISTENCE,
+                "--protected-mode", "yes", "--daemonize", "no"]
 
     def _redis_conf(self, folder: Path) -> Path:
         """A 0600 config file holding ``requirepass`` when KAPPA_REDIS_PASSWORD is set.

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from jobs.common.signals import stop_signals_to
 from jobs.streaming.batch import BatchProcessor
 from jobs.streaming.watch import KafkaWatch
 
@@ -65,11 +65,10 @@ def _stop_between_batches(running) -> None:
 
 @contextlib.contextmanager
 def stop_on_signals() -> Iterator[threading.Event]:
-    """An event set by SIGTERM or SIGINT while the block runs.
+    """An event set by SIGTERM or SIGINT while the block runs (:func:`stop_signals_to`).
 
-    The handlers are installed from the main thread only, and the ones there before are put back
-    after the block: a process that runs a query among other work (a benchmark, a test) keeps its
-    own handling of those signals.
+    The handlers there before are put back after the block: a process that runs a query among
+    other work (a benchmark, a test) keeps its own handling of those signals.
     """
     event = threading.Event()
 
@@ -78,11 +77,5 @@ def stop_on_signals() -> Iterator[threading.Event]:
         logger.info("signal %d: the query stops after its current batch", signum)
         event.set()
 
-    previous = {}
-    if threading.current_thread() is threading.main_thread():
-        previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
+    with stop_signals_to(handler):
         yield event
-    finally:
-        for sig, before in previous.items():
-            signal.signal(sig, before)
