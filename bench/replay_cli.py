@@ -1,7 +1,10 @@
 """A replay as users run it: ``kappa stream run --mode replay`` from process start to exit.
 
 Against the hand-written one-process loop (bench/streaming_loop.py, also its own process, start
-to exit), on the same topic in the same run, rounds alternating. Two workloads (``--workloads``):
+to exit), on the same topic in the same run, rounds alternating. With ``--views-baseline`` a third
+system takes its turn: the loop that also keeps the job's Redis views and publishes its summaries
+with the job's code (``streaming_loop.py --views``), the baseline for all the work a replay does.
+Two workloads (``--workloads``):
 ``skewed`` (the generator's events: few distinct, as the other benchmarks) and
 ``high-cardinality`` (every RSVP its own event id, topics and cities as skewed), each with the
 end-to-end tests' fault mix (1 % malformed, late, out-of-order, duplicates). Per run: wall time
@@ -164,19 +167,29 @@ def job_run(env: dict[str, str], props: dict[str, str], source: str, records: in
                      "dead_lettered": report["dead_lettered"]}
 
 
-def loop_run(env: dict[str, str], props: dict[str, str], source: str, records: int) -> dict[str, Any]:
+def loop_run(env: dict[str, str], props: dict[str, str], source: str, records: int,
+             views: bool = False) -> dict[str, Any]:
     outputs = [new_topic(props, PARTITIONS), new_topic(props, 1)]
     command = [sys.executable, str(Path(__file__).with_name("streaming_loop.py")), "--source", source,
                "--partitions", str(PARTITIONS), "--records", str(records),
                "--analyzed", outputs[0], "--dlq", outputs[1]]
+    prefix = f"bench{uuid.uuid4().hex[:8]}" if views else None
+    if views:
+        outputs.append(new_topic(props, PARTITIONS))
+        command += ["--views", f"{prefix}", "--summaries", outputs[2]]
     try:
         result = timed(command, env)
     finally:
-        forget(props, outputs)
+        forget(props, outputs, prefix)
     report = json.loads(result.pop("last"))
     return result | {"run_s": report["seconds"], "startup_s": round(result["wall_s"] - report["seconds"], 2),
                      "events_per_s": round(records / result["wall_s"]), "late": report["late"],
                      "dead_lettered": report["dlq"]}
+
+
+def loop_views_run(env: dict[str, str], props: dict[str, str], source: str, records: int) -> dict[str, Any]:
+    """The loop that also keeps the job's Redis views and publishes its summaries (``--views``)."""
+    return loop_run(env, props, source, records, views=True)
 
 
 def forget(props: dict[str, str], topics: list[str], prefix: str | None = None) -> None:
@@ -197,6 +210,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--no-rest-client", action="store_true", help="no kappa serve, no REST client")
+    parser.add_argument("--views-baseline", action="store_true",
+                        help="also run the loop that keeps the job's Redis views and summaries (--views)")
     args = parser.parse_args()
     exit_on_sigterm()
     cfg = load_config()
@@ -220,22 +235,29 @@ def _workloads(args: argparse.Namespace, props: dict[str, str], env: dict[str, s
         produce(props, source, args.records, seed=7, distinct_events=workload == "high-cardinality")
         settle()
         rounds = []
+        systems = [loop_run, job_run, *([loop_views_run] if args.views_baseline else [])]
         for index in range(args.rounds):
-            order = (loop_run, job_run) if index % 2 == 0 else (job_run, loop_run)
+            order = systems[index % len(systems):] + systems[:index % len(systems)]
             runs = {}
             for fn in order:
                 def run(fn: Callable[..., dict[str, Any]] = fn, source: str = source) -> dict[str, Any]:
                     return fn(env, props, source, args.records)
                 runs[fn.__name__.removesuffix("_run")] = probe.around(run) if probe else run()
-            runs["job_vs_loop"] = round(runs["job"]["events_per_s"] / runs["loop"]["events_per_s"], 2)
+            for baseline in ("loop", "loop_views"):
+                if baseline in runs:
+                    runs[f"job_vs_{baseline}"] = round(
+                        runs["job"]["events_per_s"] / runs[baseline]["events_per_s"], 2)
             rounds.append(runs)
         drop_topics(props, [source])
-        out["workloads"][workload] = {
+        summary = out["workloads"][workload] = {
             "rounds": rounds, "median_job_vs_loop": median(r["job_vs_loop"] for r in rounds),
             "median_job_startup_s": median(r["job"]["startup_s"] for r in rounds)}
+        if args.views_baseline:
+            summary["median_job_vs_loop_views"] = median(r["job_vs_loop_views"] for r in rounds)
         if probe is not None:
-            out["workloads"][workload]["rest_p99_ms_median"] = {
-                kind: median(r[kind]["rest"]["p99_ms"] for r in rounds) for kind in ("job", "loop")}
+            summary["rest_p99_ms_median"] = {
+                fn.__name__.removesuffix("_run"): median(r[fn.__name__.removesuffix("_run")]["rest"]["p99_ms"]
+                                                         for r in rounds) for fn in systems}
 
 
 if __name__ == "__main__":

@@ -165,6 +165,11 @@ def _add_members(plan: TaskPlan, increments: Increments) -> list[dict[str, Any]]
         with task_client(plan.redis).pipeline(transaction=False) as pipe:
             add_members(pipe, Keys(plan.redis_prefix), members)
             pipe.execute()
+    return members_added(members)
+
+
+def members_added(members: Mapping[int, list[str]]) -> list[dict[str, Any]]:
+    """The increment rows that tell the driver which member windows a task added to (its index)."""
     return [{"kind": MEMBERS_ADDED, "window_start": start, "item": "", "n": len(ids), "no": 0,
              "guests": 0, "label": None} for start, ids in members.items() if start >= 0]
 
