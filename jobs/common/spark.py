@@ -195,6 +195,21 @@ def _pass_on(read_end: int, target: int) -> None:
                 continue
 
 
+_releasing: list[threading.Thread] = []
+"""The thread :func:`release_spark_soon` started, if any."""
+
+
+def release_spark_soon() -> None:
+    """Start :func:`release_spark` in a thread of its own; the next call of it waits for that.
+
+    For a command whose remaining work needs no Spark (a replay's last Redis apply and its
+    summaries): the JVM stops meanwhile instead of after.
+    """
+    if not _releasing:
+        _releasing.append(threading.Thread(target=release_spark, name="kappa-release-spark"))
+        _releasing[0].start()
+
+
 def release_spark(timeout_s: float = JVM_EXIT_TIMEOUT_S) -> bool:
     """Stop this process's SparkContext and wait until the JVM pyspark started for it has exited.
 
@@ -205,6 +220,8 @@ def release_spark(timeout_s: float = JVM_EXIT_TIMEOUT_S) -> bool:
     :func:`build_spark` registers it to run at the interpreter's exit of any other process (an
     Airflow task's). Returns whether there was a Spark to release.
     """
+    if _releasing and _releasing[0] is not threading.current_thread():
+        _releasing[0].join()
     if "pyspark" not in sys.modules:
         return False
     from pyspark import SparkContext

@@ -66,19 +66,22 @@ def choose(cfg: KappaConfig, op: str = "stream", extra_conf: dict[str, str] | No
                         "replays and loads attach to it", answer[1])
 
 
-def run_stream(cfg: KappaConfig, spec, progress: Callable[[str], None]):
+def run_stream(cfg: KappaConfig, spec, progress: Callable[[str], None], release_early: bool = False):
     """``jobs.streaming.job.run_stream``: a replay on the service when it is up, else here.
 
-    The job's modules (and Spark's) are imported only for a run here.
+    The job's modules (and Spark's) are imported only for a run here. ``release_early``: this
+    process needs its Spark no more once the query ends (the CLI): it stops while the last
+    batch's Redis effects are applied.
     """
     if spec.mode == "replay":
         result = run_on_service(cfg, "stream", {"spec": spec, "query_name": spec.query_name(cfg)},
                                 progress)
         if result is not COLD:
             return result
+    from jobs.common.spark import release_spark_soon
     from jobs.streaming.job import run_stream as run_here
 
-    return run_here(cfg, spec, progress=progress)
+    return run_here(cfg, spec, progress=progress, on_query_end=release_spark_soon if release_early else None)
 
 
 def run_load(cfg: KappaConfig, chosen: list, bound, progress: Callable[[str], None],

@@ -126,7 +126,7 @@ def run(
     chosen = version if version is not None else current_version(base)
     cfg = version_config(base, chosen)
     with register_process(cfg, "streaming" if chosen == 1 else f"streaming-v{chosen}"):
-        report = run_stream(cfg, spec, progress=progress)
+        report = run_stream(cfg, spec, progress=progress, release_early=True)
     if as_json:
         typer.echo(json.dumps(report.as_dict()))
         return

@@ -74,8 +74,13 @@ TRANSIENT_MARKERS = ("Python worker failed to connect back",
 
 
 def run_stream(cfg: KappaConfig, spec: RunSpec, progress: Callable[[str], None] = logger.info,
-               stop: threading.Event | None = None) -> Report:
-    """Run the job until stopped (live) or to the end of its range (replay)."""
+               stop: threading.Event | None = None,
+               on_query_end: Callable[[], None] | None = None) -> Report:
+    """Run the job until stopped (live) or to the end of its range (replay).
+
+    ``on_query_end`` is called once the query has ended, before the wait for the last batch's
+    Redis effects (which need no Spark).
+    """
     query = spec.query_name(cfg)
     checkpoint = checkpoint_path(cfg.lake.checkpoint_root, query)
     check_range(cfg, spec.starting, spec.ending, replay=spec.mode == "replay")
@@ -86,7 +91,8 @@ def run_stream(cfg: KappaConfig, spec: RunSpec, progress: Callable[[str], None] 
     status = RunStatus(cfg, query, spec.mode)
     try:
         status.set("running")
-        report = _run(cfg, spec, query, checkpoint, progress=progress, stop=stop, status=status)
+        report = _run(cfg, spec, query, checkpoint, progress=progress, stop=stop, status=status,
+                      on_query_end=on_query_end)
         status.set("finished" if spec.mode == "replay" else "stopped",
                    f"{report.batches} batches, {report.records_read} records read")
         return report
@@ -99,7 +105,8 @@ def run_stream(cfg: KappaConfig, spec: RunSpec, progress: Callable[[str], None] 
 
 
 def _run(cfg: KappaConfig, spec: RunSpec, query: str, checkpoint, *, progress: Callable[[str], None],
-         stop: threading.Event | None, status: RunStatus) -> Report:
+         stop: threading.Event | None, status: RunStatus,
+         on_query_end: Callable[[], None] | None = None) -> Report:
     from jobs.common.spark import build_spark
 
     windows = asdict(windows_from(cfg))
@@ -123,6 +130,8 @@ def _run(cfg: KappaConfig, spec: RunSpec, query: str, checkpoint, *, progress: C
                 processor.recover(progress)
                 _run_query(spark, cfg, spec, query, str(checkpoint), processor=processor,
                            progress=progress, stop=stop, watch=watch)
+                if on_query_end is not None:
+                    on_query_end()
                 processor.drain()
                 break
             except TransientStartFailure as exc:
