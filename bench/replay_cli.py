@@ -28,6 +28,7 @@ Prints JSON.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import multiprocessing
 import os
@@ -47,7 +48,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from streaming_cpu import machine_cpu_by_kind, settle
+from streaming_cpu import MachineCpu, settle
 from streaming_support import PARTITIONS, drop_topics, exit_on_sigterm, new_topic, percentiles, produce
 
 from jobs.common.config import PROJECT_ROOT, load_config
@@ -58,9 +59,9 @@ WORKLOADS = ("skewed", "high-cardinality")
 
 def timed(command: list[str], env: dict[str, str]) -> dict[str, Any]:
     """Run ``command``; wall seconds from start to exit, peak RSS of its tree (MB), its last stdout
-    line, and the CPU seconds every kind of process used meanwhile (``machine_cpu_by_kind``)."""
+    line, and the CPU seconds every kind of process used meanwhile (:class:`MachineCpu`)."""
     peak = [0.0]
-    cpu_before = machine_cpu_by_kind()
+    cpu = MachineCpu()
     began = time.monotonic()
     process = subprocess.Popen(command, env=env, cwd=PROJECT_ROOT, stdout=subprocess.PIPE,
                                stderr=subprocess.DEVNULL, text=True)
@@ -68,13 +69,16 @@ def timed(command: list[str], env: dict[str, str]) -> dict[str, Any]:
 
     def sample() -> None:
         root = psutil.Process(process.pid)
-        while not done.is_set():
+        for tick in itertools.count():
             try:
                 tree = [root, *root.children(recursive=True)]
                 peak[0] = max(peak[0], sum(p.memory_info().rss for p in tree if p.is_running()) / 2**20)
             except psutil.Error:
                 pass
-            time.sleep(0.2)
+            if tick % 5 == 4:  # every second: a process that exits loses at most that much
+                cpu.sample()
+            if done.wait(0.2):
+                return
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -84,8 +88,7 @@ def timed(command: list[str], env: dict[str, str]) -> dict[str, Any]:
     sampler.join()
     if process.returncode != 0:
         raise RuntimeError(f"{' '.join(command[:6])} ... exited {process.returncode}: {out[-2000:]}")
-    cpu = {kind: round(value - cpu_before[kind], 2) for kind, value in machine_cpu_by_kind().items()}
-    return {"wall_s": round(wall, 2), "peak_rss_mb": round(peak[0]), "cpu_s": cpu,
+    return {"wall_s": round(wall, 2), "peak_rss_mb": round(peak[0]), "cpu_s": cpu.by_kind(),
             "last": out.strip().splitlines()[-1]}
 
 

@@ -49,24 +49,50 @@ MACHINE_KINDS = (("noida", "broker"), ("redis-server", "redis"), ("spark_service
          ("daemon", "python_workers"), ("java", "jvm"), ("serve", "serve"))
 
 
-def machine_cpu_by_kind() -> dict[str, float]:
-    """CPU seconds of every process on the machine by kind (:data:`MACHINE_KINDS`, by command line),
-    each with its reaped children (a Spark daemon's exited workers); ``command``: this process's
-    reaped children (the runs it timed). :func:`cpu_by_kind` counts this process's tree only."""
-    me = psutil.Process()
-    mine = me.cpu_times()
-    totals = {kind: 0.0 for _, kind in MACHINE_KINDS} | {"command": mine.children_user + mine.children_system}
-    for proc in psutil.process_iter():
-        try:
-            if proc.pid == me.pid:
+class MachineCpu:
+    """CPU seconds every process on the machine used since this was made, by kind (:data:`MACHINE_KINDS`,
+    by command line), each with its reaped children (a Spark daemon's exited workers).
+
+    Counted per process: one started meanwhile counts whole, one that exits is counted up to the
+    last :meth:`sample` that saw it (sample often: the runs' processes come and go). ``command``:
+    this process's reaped children (the runs it timed).
+    """
+
+    def __init__(self) -> None:
+        self._first: dict[tuple[int, float], float] = {}
+        self._last: dict[tuple[int, float], tuple[str, float]] = {}
+        self._me = psutil.Process()
+        self._mine = self._own()
+        self.sample(first=True)
+
+    def _own(self) -> float:
+        t = self._me.cpu_times()
+        return t.children_user + t.children_system
+
+    def sample(self, first: bool = False) -> None:
+        """Read every process' CPU now."""
+        for proc in psutil.process_iter():
+            try:
+                if proc.pid == self._me.pid:
+                    continue
+                line, t, born = " ".join(proc.cmdline()[:4]), proc.cpu_times(), proc.create_time()
+            except psutil.Error:
                 continue
-            line, t = " ".join(proc.cmdline()[:4]), proc.cpu_times()
-        except psutil.Error:
-            continue
-        kind = next((kind for needle, kind in MACHINE_KINDS if needle in line), None)
-        if kind is not None:
-            totals[kind] += t.user + t.system + t.children_user + t.children_system
-    return totals
+            kind = next((kind for needle, kind in MACHINE_KINDS if needle in line), None)
+            if kind is None:
+                continue
+            used = t.user + t.system + t.children_user + t.children_system
+            if first:
+                self._first[(proc.pid, born)] = used
+            self._last[(proc.pid, born)] = (kind, used)
+
+    def by_kind(self) -> dict[str, float]:
+        """What each kind used since this was made, as of a sample taken now."""
+        self.sample()
+        totals = {kind: 0.0 for _, kind in MACHINE_KINDS} | {"command": self._own() - self._mine}
+        for key, (kind, used) in self._last.items():
+            totals[kind] += used - self._first.get(key, 0.0)
+        return {kind: round(value, 2) for kind, value in totals.items()}
 
 
 def with_cpu(run: Callable[[], dict[str, Any]], overhead: Callable[[], float] = lambda: 0.0

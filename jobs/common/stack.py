@@ -40,9 +40,9 @@ logger = logging.getLogger(__name__)
 
 LOOPBACK = ("127.0.0.1", "localhost")
 SNAPSHOT_THREAD = "autosave"
+"""The embedded broker's thread that rewrites its whole state file after writes (noida-db 0.2.3)."""
 REDIS_PERSISTENCE = ("--appendonly", "yes", "--appendfsync", "everysec")
 """How the embedded Redis persists: an append-only file, written to disk every second."""
-"""The embedded broker's thread that rewrites its whole state file after writes (noida-db 0.2.3)."""
 
 
 @dataclass(frozen=True)
