@@ -56,13 +56,12 @@ class LoopViews:
     def __init__(self, cfg: KappaConfig, source: str, prefix: str, summaries_topic: str) -> None:
         s = cfg.streaming.model_copy(update={"redis_prefix": prefix})
         cfg = cfg.model_copy(update={"streaming": s})
-        w = windows_from(cfg)
         self.source, self.batch_records, self.keys = source, s.max_offsets_per_trigger, Keys(prefix)
         self.sink = RedisSummarySink(cfg)
         self.producer = Producer(producer_config(cfg.kafka.client_config()))
         self.writer = EffectsWriter(
             self.sink, query=f"loop-{prefix}", top_n=s.top_n, summaries_topic=summaries_topic,
-            windows_ms={"city": w.city_ms, "trending": w.trending_ms, "members": w.members_ms},
+            windows_ms=windows_from(cfg).sizes_ms(),
             produce=lambda topic, key, value: _send(self.producer, topic, _encode(value), key.encode(), None),
             publish_metrics=lambda metrics: None, flush=self._flush)
         self.fence: dict[tuple[str, int], int] = {}

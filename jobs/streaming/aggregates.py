@@ -45,6 +45,10 @@ class Windows:
             raise ValueError(f"trending window {self.trending_ms} ms is not a multiple of its slide "
                              f"{self.trending_slide_ms} ms")
 
+    def sizes_ms(self) -> dict[str, int]:
+        """The window size of each summary kind that has windows, as the summaries' read-back takes them."""
+        return {"city": self.city_ms, "trending": self.trending_ms, "members": self.members_ms}
+
 
 def _count_batches(windows: Windows) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def count(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

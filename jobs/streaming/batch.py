@@ -94,8 +94,7 @@ class BatchProcessor:
         assert self.redis is not None
         s = self.cfg.streaming
         return EffectsWriter(self.redis, query=self.query, top_n=s.top_n, summaries_topic=s.summaries_topic,
-                             windows_ms={"city": self.windows.city_ms, "trending": self.windows.trending_ms,
-                                         "members": self.windows.members_ms},
+                             windows_ms=self.windows.sizes_ms(),
                              produce=self._produce, publish_metrics=self._publish_metrics,
                              flush=lambda: self._flush(30))
 
