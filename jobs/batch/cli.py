@@ -15,6 +15,7 @@ batch_app = typer.Typer(no_args_is_help=True, help=(
     "Recompute date partitions of the gold/ops batch tables from pinned lake snapshots."))
 
 JSON_OPTION = typer.Option("--json", help="Print machine-readable JSON.")
+MAX_LISTED = 50   # differences printed without --json
 
 
 def register(app: typer.Typer) -> None:
@@ -79,7 +80,8 @@ def reconcile(
     start: Annotated[str | None, typer.Option(
         "--from", help="First event date of the windows compared (default: everything).")] = None,
     end: Annotated[str | None, typer.Option("--to", help="End date, exclusive (with --from).")] = None,
-    as_json: Annotated[bool, JSON_OPTION] = False,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print the report as JSON, with every difference, also on a drift (exit 6).")] = False,
 ) -> None:
     """Compare Redis and gold.rsvp_summaries with the lake; exit 6 on a drift beyond its bound."""
     from jobs.batch.reconcile import ViewsDrift
@@ -90,19 +92,28 @@ def reconcile(
         raise ConfigError("give both --from and --to (a range of event dates), or neither (everything)")
     dates = None if start is None else date_range(parse_date(start, "--from"), parse_date(str(end), "--to"))
     cfg = load_config()
+    drift = None
     try:
         report = check(batch_spark(cfg), cfg, dates, progress)
-    except ViewsDrift as drift:
-        typer.echo(f"error: {drift}", err=True)
-        raise typer.Exit(drift.exit_code) from None
+    except ViewsDrift as error:
+        drift, report = error, error.report
     if as_json:
         typer.echo(json.dumps(report.as_dict(), indent=2))
-        return
-    typer.echo(f"run {report.run_id}: checked {report.checked}, {len(report.differences)} differences "
-               f"within their bounds, no drift")
-    for item in report.differences:
-        typer.echo(f"  {item.view} {item.key}: live {item.live_value} lake {item.lake_value} "
-                   f"(allowed {item.allowed_error:g}) {item.verdict}")
+    else:
+        verdict = f"{len(report.drifts)} drift(s)" if drift else "no drift"
+        typer.echo(f"run {report.run_id}: checked {report.checked}, {len(report.differences)} differences, "
+                   f"{verdict}")
+        for left_out in report.not_compared:
+            typer.echo(f"  not compared: {left_out['what']} ({left_out['why']})")
+        for item in report.differences[:MAX_LISTED]:
+            typer.echo(f"  {item.view} {item.key}: live {item.live_value} lake {item.lake_value} "
+                       f"(allowed {item.allowed_error:g}) {item.verdict}")
+        if len(report.differences) > MAX_LISTED:
+            typer.echo(f"  ... {len(report.differences) - MAX_LISTED} more in ops.reconciliation "
+                       f"(run_id {report.run_id}) or with --json")
+    if drift is not None:
+        typer.echo(f"error: {drift}", err=True)
+        raise typer.Exit(drift.exit_code)
 
 
 def _versions(text: str | None) -> dict[str, int]:

@@ -64,6 +64,14 @@ def partition_files(snapshot: DeltaTable, column: str | None, dates: Sequence[da
     return [item | {"records": records.get(item["path"], 0)} for item in files]
 
 
+def existing_files(uri: str, column: str, dates: Sequence[date]) -> tuple[int | None, int]:
+    """The table's latest version (None: no table yet) and its live files in the ``dates`` partitions."""
+    snapshot = snapshot_at(uri, None)
+    if snapshot is None:
+        return None, 0
+    return snapshot.version(), len(partition_files(snapshot, column, dates))
+
+
 def read_source(spark: SparkSession, uri: str, snapshot: DeltaTable | None, source: Source,
                 dates: Sequence[date]) -> tuple[DataFrame, int]:
     """The source's rows of ``dates`` at the pinned snapshot, and how many rows that is."""

@@ -1,11 +1,14 @@
 """``kappa batch reconcile``: the lake checks the live views (Redis and ``gold.rsvp_summaries``).
 
-The lake's recomputation (jobs/batch/views.py, from one pinned snapshot of bronze, silver and
-ops.dlq) is compared key by key with what Redis holds now and with the mirror of the summaries
-in the lake. Exact summaries (city windows, event responses, all-time topics) allow no
-difference; HyperLogLog member counts allow three standard errors (Redis: 0.81 %). Every
-difference goes to ``ops.reconciliation``, the run's counts to ``platform.metrics``, and a
-difference beyond its bound raises :class:`ViewsDrift`. Runbook: docs/runbooks/views-drift.md.
+The lake's recomputation (jobs/batch/lake_views.py, from one pinned snapshot of bronze, silver
+and ops.dlq) is compared key by key with what Redis holds now and with the mirror of the
+summaries in the lake. Exact summaries (city windows, per-minute topic buckets, trending
+windows, event responses, all-time topics, totals) allow no difference; HyperLogLog member
+counts allow three standard errors (Redis: 0.81 %). The top-N lists of gold.rsvp_summaries are
+compared as lists (:func:`top_expected`). What is not compared, and why, is in the report
+(:data:`NOT_COMPARED`). Every difference goes to ``ops.reconciliation``, the run's counts to
+``platform.metrics``, and a difference beyond its bound raises :class:`ViewsDrift`, which
+carries the whole report. Runbook: docs/runbooks/views-drift.md.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
+from jobs.batch.lake_views import ALL_TIME, WINDOWED, Views, lake_views, span
 from jobs.common.errors import KappaError
 
 if TYPE_CHECKING:
@@ -32,19 +36,36 @@ logger = logging.getLogger(__name__)
 RECONCILIATION_TABLE = "ops.reconciliation"
 HLL_STANDARD_ERROR = 0.0081
 HLL_BOUND_ERRORS = 3
-EXACT, APPROXIMATE = ("city_window", "event", "topic"), ("members_window",)
-RSVP_COLUMNS = "rsvp_id long, event_id string, member_id long, topics array<string>, city string"
-DELIVERED_COLUMNS = ("rsvp_id long, mtime long, value string, kafka_topic string, kafka_partition int, "
-                     "kafka_offset long")
-WINDOWED = ("city_window", "members_window")
-
-Views = dict[str, dict[str, Any]]   # kind -> key -> value
+EXACT = ("city_window", "topic_minute", "trending", "event", "topic", "totals")
+APPROXIMATE = ("members_window", "members_all")
+TOP_LISTS = ("trending", "topic")
+"""Kinds gold.rsvp_summaries holds as top-N lists (``trending/<start>``, ``top_topics``)."""
+NOT_COMPARED = (
+    {"what": "event name (Redis event hash field event_name, gold event rows)",
+     "why": "the name the last batch that counted the event carried: it depends on where the "
+            "micro-batches were cut, so it is no function of the log the lake could recompute"},
+    {"what": "window keys absent from Redis that started over streaming.window_ttl_s ago",
+     "why": "their Redis keys expired as designed (counted in expired_windows_not_compared)"},
+    {"what": "fence (<prefix>:fence:summaries), metrics and status hashes, window indexes (*:windows)",
+     "why": "the streaming job's bookkeeping (what it applied, its last batches, which windows exist), "
+            "not views of the log"},
+    {"what": "per-minute topic buckets, totals and all-time distinct members in gold.rsvp_summaries",
+     "why": "rsvps.summaries does not carry them; they are compared in Redis"},
+)
+RANGED_NOT_COMPARED = {
+    "what": f"all-time views ({', '.join(ALL_TIME)}) and gold's top_topics",
+    "why": "--from/--to compares the windows that start on those dates; the all-time views need "
+           "the whole log: run without --from/--to"}
 
 
 class ViewsDrift(KappaError):
-    """A live view differs from the lake's recomputation beyond its bound."""
+    """A live view differs from the lake's recomputation beyond its bound; ``report`` says where."""
 
     exit_code = 6
+
+    def __init__(self, message: str, report: ReconcileReport) -> None:
+        super().__init__(message)
+        self.report = report
 
 
 @dataclass(frozen=True)
@@ -72,6 +93,8 @@ class ReconcileReport:
     expired: int = 0
     """Lake windows absent from Redis that started over ``streaming.window_ttl_s`` ago: their
     Redis keys expired as designed, so they are not compared."""
+    compared: dict[str, list[str]] = field(default_factory=dict)
+    not_compared: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def drifts(self) -> list[Difference]:
@@ -82,7 +105,8 @@ class ReconcileReport:
         """JSON-ready summary."""
         return {"run_id": self.run_id, "dates": self.dates, "checked": self.checked,
                 "differences": [asdict(item) for item in self.differences], "drifts": len(self.drifts),
-                "source_versions": self.source_versions, "expired_windows_not_compared": self.expired}
+                "source_versions": self.source_versions, "expired_windows_not_compared": self.expired,
+                "compared": self.compared, "not_compared": self.not_compared}
 
 
 def compare(view: str, live: Views, lake: Views) -> list[Difference]:
@@ -104,6 +128,28 @@ def compare(view: str, live: Views, lake: Views) -> list[Difference]:
     return found
 
 
+def top_expected(kind: str, listed: Mapping[str, int], lake: Mapping[str, int], top_n: int) -> dict[str, int]:
+    """The lake's values a top-N list must show: its listed items, and every item ranked in it for sure.
+
+    ``kind`` ``trending`` has one list per window (keys ``trending/<start>/<topic>``), ``topic``
+    one list (``topic/<name>``). Per list, an item is in every top ``top_n`` when its count beats
+    the lake's ``top_n + 1``-th largest (all items when there are no more than ``top_n``); ties at
+    the edge may go either way, so only the items listed are compared there.
+    """
+    def group(key: str) -> str:
+        return "/".join(key.split("/", 2)[:2]) if kind == "trending" else kind
+
+    groups: dict[str, dict[str, int]] = {}
+    for key, value in lake.items():
+        groups.setdefault(group(key), {})[key] = value
+    expected = {key: lake[key] for key in listed if key in lake}
+    for items in groups.values():
+        counts = sorted(items.values(), reverse=True)
+        edge = counts[top_n] if len(counts) > top_n else None
+        expected |= {key: value for key, value in items.items() if edge is None or value > edge}
+    return expected
+
+
 def _text(value: Any) -> str | None:
     return None if value is None else json.dumps(value, sort_keys=True)
 
@@ -118,18 +164,26 @@ def reconcile(spark: SparkSession, cfg: KappaConfig, dates: list[date] | None = 
     from jobs.batch.live import gold_views, redis_views
 
     report = ReconcileReport(uuid.uuid4().hex[:12], None if dates is None else [d.isoformat() for d in dates])
+    report.not_compared = [*NOT_COMPARED, *([] if dates is None else [RANGED_NOT_COMPARED])]
     lake = lake_views(spark, cfg, dates, report, progress)
-    span = _span(dates)
-    live_views = {"redis": redis_views(cfg, lake, span), "gold.rsvp_summaries": gold_views(cfg, span)}
+    within = span(dates)
+    live_views = {"redis": redis_views(cfg, lake, within), "gold.rsvp_summaries": gold_views(cfg, within)}
     for view, found in live_views.items():
         if found is None:
             progress(f"reconcile: {view} does not exist yet: not compared")
+            report.not_compared.append({"what": view,
+                                        "why": "the table does not exist yet (nothing loaded it)"})
             continue
         live = {kind: values for kind, values in found.items() if dates is None or kind in WINDOWED}
         mine = lake if view != "redis" else _unexpired(lake, live, cfg.streaming.window_ttl_s, report)
+        mine = {kind: mine[kind] for kind in live if kind in mine}
+        if view != "redis":
+            mine |= {kind: top_expected(kind, live[kind], mine[kind], cfg.streaming.top_n)
+                     for kind in TOP_LISTS if kind in live}
+        report.compared[view] = sorted(live)
         report.checked[view] = sum(len(values.keys() | mine.get(kind, {}).keys())
                                    for kind, values in live.items())
-        report.differences += compare(view, live, {kind: mine[kind] for kind in live if kind in mine})
+        report.differences += compare(view, live, mine)
         progress(f"reconcile: {view}: {report.checked[view]} keys, "
                  f"{sum(item.view == view for item in report.differences)} differences")
     _record(cfg, report)
@@ -137,7 +191,7 @@ def reconcile(spark: SparkSession, cfg: KappaConfig, dates: list[date] | None = 
         keys = ", ".join(f"{item.view}:{item.key}" for item in report.drifts[:10])
         raise ViewsDrift(f"{len(report.drifts)} live view key(s) differ from the lake beyond their bound "
                          f"({keys}); run {report.run_id} wrote them to {RECONCILIATION_TABLE}: see "
-                         "docs/runbooks/views-drift.md")
+                         "docs/runbooks/views-drift.md", report)
     return report
 
 
@@ -150,63 +204,12 @@ def _unexpired(lake: Views, live: Views, ttl_s: int, report: ReconcileReport) ->
     """
     oldest = int(time.time() * 1000) - ttl_s * 1000
     out = dict(lake)
-    for kind in WINDOWED:
+    for kind in (kind for kind in WINDOWED if kind in lake):
         have = live.get(kind, {})
         out[kind] = {key: value for key, value in lake.get(kind, {}).items()
                      if key in have or int(key.split("/")[1]) >= oldest}
         report.expired += len(lake.get(kind, {})) - len(out[kind])
     return out
-
-
-def _span(dates: list[date] | None) -> tuple[int, int] | None:
-    if not dates:
-        return None
-    first = datetime.combine(min(dates), datetime.min.time(), UTC)
-    last = datetime.combine(max(dates), datetime.min.time(), UTC)
-    return int(first.timestamp() * 1000), int(last.timestamp() * 1000) + 86_400_000
-
-
-def lake_views(spark: SparkSession, cfg: KappaConfig, dates: list[date] | None, report: ReconcileReport,
-               progress: Callable[[str], None]) -> Views:
-    """The views recomputed from one snapshot of bronze, silver and ops.dlq.
-
-    Every partition of each is read, also for ``dates``: a delivery's ``late`` flag depends on
-    every delivery before it in its Kafka partition, and its RSVP's silver row may lie on
-    another date (a later version); ``dates`` only narrow the windows compared.
-    """
-    from jobs.batch import views
-    from jobs.batch.jobs import BRONZE, DLQ, DLQ_POSITIONS, SILVER, Source
-    from jobs.batch.lake import read_source, snapshot_at
-    from jobs.common.delta import table_uri
-
-    frames = {}
-    for source in (Source(SILVER, RSVP_COLUMNS, None), Source(BRONZE, DELIVERED_COLUMNS, None),
-                   Source(DLQ, DLQ_POSITIONS, None)):
-        uri = table_uri(cfg.lake.root, source.table)
-        snapshot = snapshot_at(uri, None)
-        report.source_versions[source.table] = None if snapshot is None else snapshot.version()
-        frames[source.table], count = read_source(spark, uri, snapshot, source, [])
-        progress(f"reconcile: {source.table} at version {report.source_versions[source.table]}: {count} rows")
-    streaming = cfg.streaming
-    rows = views.deliveries(frames[BRONZE], frames[DLQ], frames[SILVER], streaming.watermark_s * 1000).cache()
-    try:
-        lake: Views = {
-            "city_window": {f"city_window/{r.window_start_ms}/{r.city}": r["count"] for r in
-                            views.city_windows(rows, streaming.city_window_s * 1000).collect()},
-            "members_window": {f"members_window/{r.window_start_ms}": r.members for r in
-                               views.member_windows(rows, streaming.members_window_s * 1000).collect()},
-            "event": {f"event/{r.event_id}": [r.yes, r.no, r.guests] for r in
-                      views.event_responses(rows).collect()},
-            "topic": {f"topic/{r.topic}": r["count"] for r in views.topic_totals(rows).collect()},
-        }
-    finally:
-        rows.unpersist()
-    span = _span(dates)
-    if span is not None:
-        for kind in WINDOWED:
-            lake[kind] = {key: value for key, value in lake[kind].items()
-                          if span[0] <= int(key.split("/")[1]) < span[1]}
-    return lake
 
 
 def _record(cfg: KappaConfig, report: ReconcileReport) -> None:

@@ -82,6 +82,10 @@ def run_job(spark: SparkSession, cfg: KappaConfig, name: str, dates: Sequence[da
             progress: Callable[[str], None] = lambda line: None) -> JobReport:
     """Recompute ``dates`` of job ``name`` and replace them in one commit; return the report.
 
+    A run that computes no rows for its dates while the table holds none of them makes no
+    commit (``partitions_replaced`` 0); one whose dates still hold rows replaces them with empty
+    partitions (their rows went away, e.g. RSVPs that moved to another date).
+
     Args:
         spark: the session.
         cfg: the run's config (``lake.root``).
@@ -90,7 +94,7 @@ def run_job(spark: SparkSession, cfg: KappaConfig, name: str, dates: Sequence[da
         versions: source table -> the version to read (default: each source's latest).
         progress: receives one line per step.
     """
-    from jobs.batch.lake import read_source, replace_partitions, snapshot_at
+    from jobs.batch.lake import existing_files, read_source, replace_partitions, snapshot_at
 
     spec: BatchJob = job(name)
     days = sorted(set(dates))
@@ -109,11 +113,19 @@ def run_job(spark: SparkSession, cfg: KappaConfig, name: str, dates: Sequence[da
                  f"{rows} rows")
     progress(f"{name}: computing {spec.table} for {len(days)} date(s) {days[0]} .. {days[-1]}")
     rows_out = spec.build(frames).toArrow()
+    uri = table_uri(cfg.lake.root, spec.table)
+    if rows_out.num_rows == 0:
+        version, held = existing_files(uri, spec.date_column, days)
+        if not held:
+            report.target_version, report.duration_s = version, time.monotonic() - began
+            progress(f"{name}: no rows for {len(days)} date(s) and none in {spec.table} to remove: "
+                     "no commit")
+            return report
     metadata = {"kappa.batch.job": name, "kappa.batch.run_id": report.run_id,
                 "kappa.batch.dates": json.dumps(report.dates),
                 "kappa.batch.source_versions": json.dumps(report.source_versions, sort_keys=True)}
-    report.target_version = replace_partitions(table_uri(cfg.lake.root, spec.table), rows_out,
-                                               column=spec.date_column, dates=days, metadata=metadata)
+    report.target_version = replace_partitions(uri, rows_out, column=spec.date_column, dates=days,
+                                               metadata=metadata)
     report.rows_written, report.partitions_replaced = rows_out.num_rows, len(days)
     report.duration_s = time.monotonic() - began
     progress(f"{name}: replaced {len(days)} partition(s) of {spec.table} with {rows_out.num_rows} rows "

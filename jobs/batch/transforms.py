@@ -70,14 +70,22 @@ def topic_daily(silver: DataFrame) -> DataFrame:
     return grouped.select(*TOPIC_DAILY_COLUMNS[:-1], F.rank().over(by_day).cast("int").alias("rank"))
 
 
-def valid_deliveries(bronze: DataFrame, dlq: DataFrame) -> DataFrame:
-    """The bronze rows whose Kafka position ``ops.dlq`` does not name (the valid deliveries)."""
-    dead = dlq.select(
+def dead_positions(dlq: DataFrame) -> DataFrame:
+    """The Kafka positions the streaming job dead-lettered, once each (``ops.dlq`` rows that have one).
+
+    Dead letters of the collector have no source position; a dead letter written twice (the
+    dead-letter topic is at least once) names its position twice.
+    """
+    return dlq.select(
         F.col("source_topic").alias("kafka_topic"),
         F.col("source_partition").cast("int").alias("kafka_partition"),
         F.col("source_offset").cast("long").alias("kafka_offset"),
     ).where(F.col("kafka_offset").isNotNull()).distinct()
-    return bronze.join(dead, ["kafka_topic", "kafka_partition", "kafka_offset"], "left_anti")
+
+
+def valid_deliveries(bronze: DataFrame, dlq: DataFrame) -> DataFrame:
+    """The bronze rows whose Kafka position ``ops.dlq`` does not name (the valid deliveries)."""
+    return bronze.join(dead_positions(dlq), ["kafka_topic", "kafka_partition", "kafka_offset"], "left_anti")
 
 
 def delivered_rows(bronze: DataFrame, dlq: DataFrame) -> DataFrame:

@@ -80,3 +80,38 @@ def topic_totals(rows: DataFrame) -> DataFrame:
     """Every delivery per topic of its group, all time (``kappa:topics:all``)."""
     return (rows.select(F.explode("topics").alias("topic")).groupBy("topic")
             .agg(F.count(F.lit(1)).alias("count")).select("topic", "count"))
+
+
+def topic_minutes(rows: DataFrame, slide_ms: int) -> DataFrame:
+    """On-time deliveries per slide bucket and topic of the group: ``kappa:topics:minute:<start>``."""
+    return (_on_time(rows).select(_window(slide_ms), F.explode("topics").alias("topic"))
+            .groupBy("window_start_ms", "topic").agg(F.count(F.lit(1)).alias("count"))
+            .select("window_start_ms", "topic", "count"))
+
+
+def trending_windows(minutes: DataFrame, size_ms: int, slide_ms: int) -> DataFrame:
+    """Per sliding window (``size_ms`` every ``slide_ms``) and topic, the sum of its buckets.
+
+    ``minutes`` are :func:`topic_minutes`; a bucket belongs to the ``size_ms / slide_ms`` windows
+    that start at it or up to a window before it: ``kappa:trending:<start>``, the union of the
+    window's buckets.
+    """
+    last_step = (size_ms // slide_ms - 1) * slide_ms
+    starts = F.sequence(F.col("window_start_ms") - F.lit(last_step), F.col("window_start_ms"),
+                        F.lit(slide_ms).cast("long"))
+    return (minutes.select(F.explode(starts).alias("start"), "topic", "count")
+            .groupBy("start", "topic").agg(F.sum("count").cast("long").alias("count"))
+            .select(F.col("start").alias("window_start_ms"), "topic", "count"))
+
+
+def totals(rows: DataFrame) -> DataFrame:
+    """One row over every valid delivery: its ``valid`` and ``late`` counts, exact ``members``.
+
+    ``kappa:totals`` fields ``valid``, ``late``; ``members`` is what ``kappa:members:all`` estimates.
+    """
+    late = F.coalesce(F.col("late"), F.lit(False))
+    return rows.agg(
+        F.count(F.lit(1)).alias("valid"),
+        F.coalesce(F.sum(F.when(late, 1).otherwise(0)), F.lit(0)).cast("long").alias("late"),
+        F.countDistinct("member_id").alias("members"),
+    )

@@ -159,7 +159,7 @@ def _port_free(host: str, port: int) -> bool:
 
 @contextmanager
 def stderr_filtered() -> Iterator[None]:
-    """Processes started inside the block get a stderr that drops :data:`JVM_NOISE`.
+    """Processes started inside the block get a stderr without :data:`JVM_NOISE` and a known race.
 
     They inherit fd 2, which during the block is a pipe whose reader thread passes every other
     line on to the real stderr, for as long as anything (the JVM, the Python workers it forks)
@@ -181,18 +181,13 @@ def stderr_filtered() -> Iterator[None]:
 
 
 def _pass_on(read_end: int, target: int) -> None:
-    """Copy lines to ``target`` less the noise, and drain the pipe to its end whatever happens.
+    """Copy lines to ``target`` less the noise and the heartbeat's re-registration race.
 
-    A writer to a full pipe that nobody reads would block.
+    jobs/common/jvm_stderr.py decides; the pipe is drained to its end whatever happens.
     """
-    with os.fdopen(read_end, "rb") as lines, os.fdopen(target, "wb", buffering=0) as out:
-        for line in lines:
-            if JVM_NOISE.match(line.decode(errors="replace")):
-                continue
-            try:
-                out.write(line)
-            except OSError:  # the real stderr is gone: keep draining
-                continue
+    from jobs.common.jvm_stderr import pass_on
+
+    pass_on(read_end, target, JVM_NOISE)
 
 
 _releasing: list[threading.Thread] = []

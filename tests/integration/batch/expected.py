@@ -27,6 +27,7 @@ FUTURE_SKEW_MS = 300_000         # streaming.future_skew_s
 MIN_EVENT_MS = 946_684_800_000   # 2000-01-01
 HOUR_MS = 3_600_000
 WINDOW_MS = 60_000               # streaming.city_window_s and members_window_s
+SLIDE_MS, TRENDING_MS = 60_000, 600_000   # streaming.trending_slide_s, trending_window_s
 COLLECTED, STREAM = "file", "stream"   # kinds of kappa.source: a file pull, the streaming job
 
 
@@ -213,6 +214,26 @@ def live_views(delivered: Sequence[Rsvp]) -> dict[str, dict[str, Any]]:
                                      sum(r.guests for r in group if r.response == "yes")]
                   for event, group in events.items()},
         "topic": {f"topic/{topic}": len(group) for topic, group in topics.items()},
+    }
+
+
+def redis_views(delivered: Sequence[Rsvp], dead: int) -> dict[str, dict[str, Any]]:
+    """:func:`live_views` and what only Redis holds (docs/streaming.md "Redis keys"): on-time
+    deliveries per minute bucket and topic, per 10-minute window (every minute) and topic; the
+    totals of valid, late and ``dead`` dead-lettered records; distinct members of every delivery."""
+    on_time = [r for r in delivered if not r.late]
+    minutes = Counter((r.event_time_ms // SLIDE_MS * SLIDE_MS, topic) for r in on_time for topic in r.topics)
+    trending: Counter[tuple[int, str]] = Counter()
+    for (start, topic), n in minutes.items():
+        for back in range(TRENDING_MS // SLIDE_MS):   # the windows that hold this minute
+            trending[(start - back * SLIDE_MS, topic)] += n
+    late = sum(r.late for r in delivered)
+    return live_views(delivered) | {
+        "topic_minute": {f"topic_minute/{start}/{topic}": n for (start, topic), n in minutes.items()},
+        "trending": {f"trending/{start}/{topic}": n for (start, topic), n in trending.items()},
+        "totals": {"totals/input": len(delivered) + dead, "totals/valid": len(delivered),
+                   "totals/dlq": dead, "totals/late": late},
+        "members_all": {"members_all": len({r.member_id for r in delivered})},
     }
 
 

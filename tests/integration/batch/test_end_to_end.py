@@ -91,3 +91,27 @@ def test_generated_days_through_the_platform_match_a_plain_python_computation(sp
     run_jobs(spark, cfg, JOBS[:3], dates)
     for job, table in list(TABLES.items())[:3]:
         assert _table(cfg.lake.root, table) == wanted[job], job
+
+
+def test_country_is_the_upper_case_code_tables_md_documents_in_silver_and_gold(spark, batch_platform):
+    import re
+    from pathlib import Path
+
+    from jobs.batch.run import run_job
+
+    cfg = batch_platform.platform.cfg
+    run_job(spark, cfg, "city_daily", batch_platform.dates[:2])
+    read = {table: DeltaTable(table_uri(cfg.lake.root, table)).to_pyarrow_table().to_pylist()
+            for table in ("bronze.rsvps_raw", "silver.rsvps", "gold.city_daily")}
+    sent = {json.loads(row["value"])["group"]["group_country"] for row in read["bronze.rsvps_raw"]
+            if json.loads(row["value"]).get("group")}
+    assert sent and all(code == code.lower() for code in sent)   # the generator sends "us", "gb", ...
+    upper = {code.strip(" ").upper() for code in sent}
+    assert {row["country"] for row in read["silver.rsvps"]} <= upper
+    countries = {row["country"] for row in read["silver.rsvps"]}
+    assert {row["country"] for row in read["gold.city_daily"]} == countries
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "tables.md").read_text()
+    silver = doc[doc.index("**silver.rsvps**"):doc.index("**gold.rsvp_summaries**")]
+    gold = doc[doc.index("**gold.city_daily**"):doc.index("**gold.topic_daily**")]
+    assert re.search(r"`country` trimmed and upper case", silver), silver
+    assert re.search(r"`country` \(silver's: .*upper-case\s+ISO country code", gold), gold

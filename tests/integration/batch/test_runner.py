@@ -138,3 +138,18 @@ def test_changed_partitions_name_both_dates_of_a_row_a_merge_moved(tmp_path):
     assert changed_partitions(uri, 1, "event_date") == ["2026-01-01", "2026-01-05"]
     write_delta(uri, rows((4, 2)), snapshot=open_delta(uri), partition_by=["event_date"])
     assert changed_partitions(uri, 2, "event_date") == ["2026-01-02"]
+
+
+def test_nothing_to_write_makes_no_commit_but_a_date_whose_rows_left_is_emptied(spark, lake):
+    root, cfg = lake
+    nothing = run_job(spark, cfg, "dlq_daily", DAYS)   # no ops.dlq at all: no dead letters
+    assert not DeltaTable.is_deltatable(table_uri(root, "ops.dlq_daily"))
+    assert (nothing.rows_written, nothing.partitions_replaced, nothing.target_version) == (0, 0, None)
+    run_job(spark, cfg, "city_daily", DAYS)   # version 0: Jan 1 and Jan 2
+    quiet = run_job(spark, cfg, "city_daily", [date(2026, 1, 3)])   # no rows before, none now
+    assert (quiet.partitions_replaced, quiet.target_version) == (0, 0)
+    assert DeltaTable(table_uri(root, CITY)).version() == 0
+    write_silver(root, [silver_row(1, 1, 9, guests=2)], mode="overwrite")   # Jan 2's RSVP went away
+    emptied = run_job(spark, cfg, "city_daily", [date(2026, 1, 2)])
+    assert (emptied.rows_written, emptied.partitions_replaced, emptied.target_version) == (0, 1, 1)
+    assert _rows(root) == [("2026-01-01", "Barcelona", 2, 1, 2, 0.5)]

@@ -8,8 +8,15 @@ import json
 from pyspark.testing import assertDataFrameEqual
 
 from jobs.batch.jobs import DLQ_POSITIONS
-from jobs.batch.reconcile import DELIVERED_COLUMNS, RSVP_COLUMNS
-from jobs.batch.views import city_windows, deliveries, event_responses
+from jobs.batch.lake_views import DELIVERED_COLUMNS, RSVP_COLUMNS
+from jobs.batch.views import (
+    city_windows,
+    deliveries,
+    event_responses,
+    topic_minutes,
+    totals,
+    trending_windows,
+)
 
 MINUTE = 60_000
 T = 1_767_258_000_000   # 2026-01-01T09:00Z
@@ -54,3 +61,25 @@ def test_each_delivery_is_late_or_not_by_its_own_position_and_counts_its_own_res
     ], "window_start_ms long, city string, count long"))
     assertDataFrameEqual(event_responses(rows), spark.createDataFrame(
         [("e1", 3, 0, 0), ("e2", 2, 1, 2)], "event_id string, yes long, no long, guests long"))
+
+
+def test_topic_buckets_trending_windows_and_totals_of_on_time_deliveries(spark):
+    rows = spark.createDataFrame([
+        (T, "e1", "yes", 0, 1, ["Salsa", "Go"], "Madrid", False),
+        (T + 30_000, "e1", "no", 0, 2, ["Salsa"], "Madrid", False),
+        (T + 3 * MINUTE, "e2", "yes", 1, 1, ["Go"], "Lyon", False),
+        (T + MINUTE, "e2", "yes", 0, 3, ["Salsa"], "Lyon", True),   # late: in no window, in the totals
+    ], DELIVERY)
+
+    minutes = topic_minutes(rows, MINUTE)
+
+    assertDataFrameEqual(minutes, spark.createDataFrame(
+        [(T, "Salsa", 2), (T, "Go", 1), (T + 3 * MINUTE, "Go", 1)],
+        "window_start_ms long, topic string, count long"))
+    # 3-minute windows every minute: a bucket is in the windows starting at it and 2 minutes before
+    assertDataFrameEqual(trending_windows(minutes, 3 * MINUTE, MINUTE), spark.createDataFrame(
+        [(T + k * MINUTE, "Salsa", 2) for k in (-2, -1, 0)] + [(T + k * MINUTE, "Go", 1) for k in (-2, -1, 0)]
+        + [(T + k * MINUTE, "Go", 1) for k in (1, 2, 3)],
+        "window_start_ms long, topic string, count long"))
+    assertDataFrameEqual(totals(rows),
+                         spark.createDataFrame([(4, 1, 3)], "valid long, late long, members long"))
