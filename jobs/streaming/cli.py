@@ -245,8 +245,21 @@ def _print(data: Any, as_json: bool, lines) -> None:
     if as_json:
         typer.echo(json.dumps(data))
         return
-    for line in lines() or ["(nothing yet: is the streaming job running? `kappa stream status`)"]:
+    for line in lines() or [_nothing_yet()]:
         typer.echo(line)
+
+
+def _nothing_yet() -> str:
+    """Why a summary is empty: the view's data gone from Redis, or nothing applied yet."""
+    from jobs.streaming.summaries import view_lost
+
+    cfg = _current()
+    if view_lost(cfg):
+        fence = f"{cfg.streaming.redis_prefix}:fence:summaries"
+        return (f"(the view's data is gone from Redis: its fence {fence} is missing while the "
+                "view has applied batches; rebuild it with `kappa reprocess start`, "
+                "docs/runbooks/redis-lost.md)")
+    return "(nothing yet: is the streaming job running? `kappa stream status`)"
 
 
 def _iso(ms: int) -> str:

@@ -25,8 +25,8 @@ from jobs.common.kafka.client import consumer_config
 Partition = tuple[str, int]
 TIMEOUT_S = 15.0
 REMEDY = ("replay from the fence instead (`--from earliest`: records below the fence are read and "
-          "skipped, never counted twice), or rebuild the summaries from the earliest offset into a "
-          "new Redis prefix (docs/runbooks/redis-lost.md)")
+          "skipped, never counted twice), or rebuild every view from the earliest offset as a new "
+          "view version with `kappa reprocess start` (docs/runbooks/redis-lost.md)")
 
 
 class FenceGapError(ConfigError):

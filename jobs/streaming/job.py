@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
@@ -29,6 +29,7 @@ from jobs.streaming.range_check import check_range
 from jobs.streaming.run_spec import KAFKA, REDIS, Report, RunSpec
 from jobs.streaming.state import (
     CheckpointError,
+    PendingApplyFile,
     QueryLock,
     check_fingerprint,
     checkpoint_path,
@@ -120,6 +121,8 @@ def _run(cfg: KappaConfig, spec: RunSpec, query: str, checkpoint, *, progress: C
     sink = _redis_sink(cfg) if REDIS in spec.sinks else None
     if sink is not None and last_offsets(checkpoint) is None:  # a new run starts at spec.starting
         check_replay_start(cfg, spec.starting, sink.fence())
+    elif sink is not None and spec.mode == "replay":
+        check_targets_kept(cfg, checkpoint, query, sink.fence())
     spark = build_spark(cfg, app_name=f"kappa-stream-{query}", extra_conf=job_spark_conf(cfg))
     processor = JobBatchProcessor(cfg, query, spec.sinks, checkpoint, sink)
     watch = KafkaWatch(cfg, status, progress)
@@ -149,6 +152,21 @@ def _run(cfg: KappaConfig, spec: RunSpec, query: str, checkpoint, *, progress: C
                   dead_lettered=totals.dlq_rows, late=totals.late_rows,
                   written=_written(cfg, spec.sinks, totals),
                   duration_s=round(time.monotonic() - started, 2), checkpoint=str(checkpoint))
+
+
+def check_targets_kept(cfg: KappaConfig, checkpoint: Path, query: str, fence: Mapping) -> None:
+    """Refuse to resume a replay whose Redis effects are gone (the fence lost since it ran).
+
+    A replay's checkpoint with batches says its records were applied; without the fence (and no
+    pending apply left by a crash) Redis lost them, and resuming would read nothing and exit 0.
+    """
+    if fence or PendingApplyFile(checkpoint).path.exists():
+        return
+    raise CheckpointError(
+        f"query {query}: its checkpoint at {checkpoint} has applied batches but the Redis fence "
+        f"{cfg.streaming.redis_prefix}:fence:summaries is gone (Redis lost the data since the replay "
+        "ran); resuming would read nothing. Run the replay again with --fresh, or rebuild every view "
+        "with `kappa reprocess start` (docs/runbooks/redis-lost.md)")
 
 
 def _written(cfg: KappaConfig, sinks: frozenset[str], totals) -> dict[str, int]:

@@ -34,13 +34,27 @@ class RunSpec:
     fresh: bool = False
 
     def query_name(self, cfg: KappaConfig) -> str:
-        """Live: ``streaming.query_name``; replay: derived from the range so a re-run resumes it."""
+        """Live: ``streaming.query_name``; replay: derived from the range and its targets.
+
+        A re-run of the same replay into the same targets resumes its checkpoint; the same range
+        into another Redis prefix or other output topics (another view version) is another query.
+        """
         if self.query:
             return self.query
         if self.mode == "live":
             return cfg.streaming.query_name
-        digest = hashlib.sha1(f"{self.starting}|{self.ending}|{sorted(self.sinks)}".encode()).hexdigest()
+        digest = hashlib.sha1(f"{self.starting}|{self.ending}|{sorted(self.sinks)}|"
+                              f"{'|'.join(replay_targets(cfg, self.sinks))}".encode()).hexdigest()
         return f"{cfg.streaming.query_name}-replay-{digest[:10]}"
+
+
+def replay_targets(cfg: KappaConfig, sinks: frozenset[str]) -> list[str]:
+    """Where a run's effects go: the Redis prefix and the Kafka output topics of its sinks."""
+    s = cfg.streaming
+    targets = [f"redis:{s.redis_prefix}"] if REDIS in sinks else []
+    if KAFKA in sinks:
+        targets += [f"kafka:{topic}" for topic in (s.analyzed_topic, s.dlq_topic, s.summaries_topic)]
+    return targets
 
 
 @dataclass

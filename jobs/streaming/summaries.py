@@ -97,3 +97,22 @@ def query_metrics(cfg: KappaConfig) -> list[dict[str, Any]]:
         return [client.hgetall(name) for name in names]
     finally:
         client.close()
+
+
+def view_lost(cfg: KappaConfig) -> bool:
+    """Whether the view's Redis data is gone: its live query applied batches, its fence is missing.
+
+    The live query's checkpoint (``streaming.query_name`` under ``lake.checkpoint_root``) records
+    committed batches; every applied batch leaves the fence hash behind, so a checkpoint with
+    batches and no fence means Redis lost the view (a restart without persistence, a ``FLUSHALL``).
+    """
+    from jobs.streaming.state import checkpoint_path, last_offsets
+
+    checkpoint = checkpoint_path(str(cfg.lake.checkpoint_root), cfg.streaming.query_name)
+    if last_offsets(checkpoint) is None:
+        return False
+    client = _client(cfg)
+    try:
+        return not client.exists(Keys(cfg.streaming.redis_prefix).fence)
+    finally:
+        client.close()
