@@ -34,7 +34,7 @@ import pyarrow as pa
 
 from jobs.common.errors import KappaError
 from jobs.streaming.aggregates import increment_arrow_schema, increments_table
-from jobs.streaming.redis_script import Partition, SummarySinkError
+from jobs.streaming.redis_script import Partition, RedisViewLost, SummarySinkError
 from jobs.streaming.redis_sink import RedisSummarySink
 from jobs.streaming.state import PendingApplyFile
 
@@ -148,12 +148,8 @@ class EffectsWriter:
         if all(fence.get(tp) == effects.expected.get(tp) for tp in partitions):
             self.write(effects)
             return "applied"
-        if not any(tp in fence for tp in partitions):
-            logger.warning("the Redis fence holds none of the pending batch's partitions (Redis lost "
-                           "or flushed?): its effects are applied to it as they are; rebuild the "
-                           "summaries by replay (docs/runbooks/redis-lost.md)")
-            self.write(effects, expected={})
-            return "applied to a Redis that had lost its fence (rebuild it by replay: redis-lost.md)"
+        if not fence and any(effects.expected.get(tp) is not None for tp in partitions):
+            raise RedisViewLost(self.sink.keys.fence, effects.batch_id)
         raise SummarySinkError(
             f"the pending Redis effects of batch {effects.batch_id} expect the fence "
             f"{_fmt(effects.expected, partitions)} or, applied, {_fmt(effects.new_fence, partitions)}, "

@@ -51,6 +51,18 @@ class FenceMoved(SummarySinkError):
     """Another writer applied offsets of the same partitions between our read and our write."""
 
 
+class RedisViewLost(SummarySinkError):
+    """The fence hash is gone while the batch expects offsets in it: Redis lost the view's data."""
+
+    def __init__(self, fence_key: str, batch_id: object) -> None:
+        super().__init__(
+            f"Redis lost the view's data: the fence {fence_key} is gone while batch {batch_id} expects "
+            "offsets in it (a Redis restart without persistence, a failover or a FLUSHALL). The job "
+            "stops so that no partial counts are written as if current; its Kafka outputs are "
+            "complete up to its last committed batch. Rebuild every view from the log with "
+            "`kappa reprocess start` and promote it (docs/runbooks/redis-lost.md)")
+
+
 class ApplyOps:
     """The writes of an apply: ``ops("HINCRBY", key, field, n)``.
 
@@ -171,6 +183,8 @@ class FencedApply:
             status, detail = self._check(index, marker, expect if index == 0 else {})
             if status == "done":
                 continue
+            if status == "moved" and not self._wire.exchange(pack("EXISTS", self.fence_key), 1)[0]:
+                raise RedisViewLost(self.fence_key, meta_batch(marker))
             if status == "moved":
                 moved = {tp: int(value) if value else None for name, value in detail
                          if (tp := field_partition(name)) is not None}
@@ -243,6 +257,12 @@ class FencedApply:
     def close(self) -> None:
         """Drop the apply's connection."""
         self._wire.close()
+
+
+def meta_batch(marker: str) -> str:
+    """The batch id of an apply marker (``<query>/<batch_id>/<chunks>/<chunk_args>``)."""
+    parts = marker.split("/")
+    return parts[-3] if len(parts) >= 3 else marker
 
 
 def _flat(mapping: Mapping[str, str]) -> list[str]:

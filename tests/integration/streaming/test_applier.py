@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from jobs.streaming.applier import BackgroundApply, BackgroundApplyFailed, BatchEffects, EffectsWriter
-from jobs.streaming.redis_script import SummarySinkError
+from jobs.streaming.redis_script import RedisViewLost, SummarySinkError
 from jobs.streaming.redis_sink import RedisSummarySink
 from jobs.streaming.state import PendingApplyFile
 from tests.integration.streaming.test_redis_sink import RAW0, RAW1, T0, WINDOWS_MS, inc
@@ -104,14 +104,14 @@ def test_recover_applies_a_pending_batch_once(sink: RedisSummarySink) -> None:
     assert sink.client.hget(sink.keys("cities", T0), "Barcelona") == "6"
 
 
-def test_recover_into_a_redis_that_lost_its_fence_applies_and_says_so(
-        sink: RedisSummarySink, caplog: pytest.LogCaptureFixture) -> None:
+def test_recover_into_a_redis_that_lost_its_fence_refuses_and_writes_nothing(sink: RedisSummarySink) -> None:
     out = Published()
-    assert writer(sink, out).recover(effects(4, {RAW0: 10}, {RAW0: 20})).startswith(
-        "applied to a Redis that had lost its fence")
-    assert sink.fence() == {RAW0: 20}
-    assert sink.client.hget(sink.keys("cities", T0), "Barcelona") == "2"
-    assert "redis-lost.md" in caplog.text
+    with pytest.raises(RedisViewLost, match=r"Redis lost the view's data: the fence .* is gone while batch 4 "
+                                            r"expects offsets.*kappa reprocess start.*redis-lost.md"):
+        writer(sink, out).recover(effects(4, {RAW0: 10}, {RAW0: 20}))
+    assert sink.fence() == {}
+    assert not list(sink.client.scan_iter(f"{sink.keys.prefix}:*"))
+    assert out.records == [] and out.metrics == []
 
 
 def test_recover_refuses_a_fence_another_writer_moved(sink: RedisSummarySink) -> None:

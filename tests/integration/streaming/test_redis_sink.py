@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from jobs.streaming.redis_script import FenceMoved, SummarySinkError
+from jobs.streaming.redis_script import FenceMoved, RedisViewLost, SummarySinkError
 from jobs.streaming.redis_sink import RedisSummarySink
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -119,6 +119,16 @@ def test_a_second_apply_with_a_stale_fence_raises_and_changes_nothing(sink: Redi
     assert sink.client.hget(sink.keys("cities", T0), "Barcelona") == "3"
     assert sink.fence() == {RAW0: 15, RAW1: 4, ("rsvps.raw", 2): 1}
 
+
+
+def test_an_apply_after_redis_lost_the_view_names_the_loss_not_another_query(sink: RedisSummarySink) -> None:
+    sink.apply(BATCH, {}, {RAW0: 10, RAW1: 4}, META)
+    expected = sink.fence()
+    sink.client.delete(*sink.client.scan_iter(f"{sink.keys.prefix}:*"))   # the view's data is gone
+    with pytest.raises(RedisViewLost, match=r"Redis lost the view's data.*kappa reprocess start") as lost:
+        sink.apply([inc("city", T0, "Barcelona")], expected, {RAW0: 15, RAW1: 4}, META)
+    assert "another query" not in str(lost.value)
+    assert not list(sink.client.scan_iter(f"{sink.keys.prefix}:*"))   # no partial counts written
 
 
 def test_the_scripts_reads_give_absent_fields_as_zero_and_a_refused_read_fails_the_apply(
