@@ -2,16 +2,18 @@
 
 Manual replay of an **explicit offset range** of `rsvps.raw`: `starting_offsets` and
 `ending_offsets` are JSON `{"<partition>": <offset>}` (ending exclusive), every partition in
-both. Same pre-flight, sinks and report as `replay`; `dry_run` (default true) prints the range
-and what would be written. For a time range use `replay` with Airflow's backfill instead.
+both. Same pre-flight, sinks, report and published Assets (the tables a `delta` load changed)
+as `replay`; `dry_run` (default true) prints the range and what would be written. For a time
+range use `replay` with Airflow's backfill instead.
 """
 
 from __future__ import annotations
 
 from airflow.sdk import Param, dag, task
 
+from jobs.batch import tasks as batch_tasks
 from jobs.orchestration import tasks
-from jobs.orchestration.dagkit import DEFAULT_ARGS, START
+from jobs.orchestration.dagkit import DEFAULT_ARGS, START, loads_alias
 
 
 @dag(
@@ -31,10 +33,12 @@ from jobs.orchestration.dagkit import DEFAULT_ARGS, START
     },
 )
 def backfill():
-    @task
-    def replay_offsets(params=None) -> dict:
-        return tasks.backfill_offsets(params["starting_offsets"], params["ending_offsets"],
-                                      params["sinks"], params["dry_run"])
+    @task(outlets=[loads_alias()])
+    def replay_offsets(params=None, outlet_events=None) -> dict:
+        report = tasks.backfill_offsets(params["starting_offsets"], params["ending_offsets"],
+                                        params["sinks"], params["dry_run"])
+        report["published"] = batch_tasks.publish_load_events(report.get("delta") or [], outlet_events)
+        return report
 
     replay_offsets()
 

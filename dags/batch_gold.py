@@ -7,7 +7,8 @@ commit that records the source versions it read.
 * **Daily** (`@daily` data intervals): a run recomputes the date of its interval; Airflow's own
   backfill (UI, `airflow backfill create`, REST) of a date range recomputes those dates, and a
   re-run replaces the same partitions with the same rows.
-* **On the loads' Assets** (`silver.rsvps`, `bronze.rsvps_raw` from `kafka_to_delta`): a run
+* **On the loads' Assets** (`silver.rsvps`, `bronze.rsvps_raw`, published by `kafka_to_delta`,
+  and by `replay`/`backfill` with the `delta` sink, only when a load changed the table): a run
   recomputes the dates the loads changed (the events' `extra.dates`), so late data re-runs its
   old date.
 
@@ -41,7 +42,7 @@ def batch_gold():
         @task(task_id=job, outlets=[tasks.job_asset(table)])
         def recompute(dag_run=None, data_interval_start=None, data_interval_end=None,
                       triggering_asset_events=None) -> dict:
-            return tasks.recompute(job, str(dag_run.run_type), data_interval_start, data_interval_end,
+            return tasks.recompute(job, dag_run.run_type, data_interval_start, data_interval_end,
                                    tasks.asset_extras(triggering_asset_events))
 
         return recompute()

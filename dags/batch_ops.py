@@ -3,8 +3,8 @@
 Recomputes `ops.dlq_daily` (dead letters per date, reason code and source; `kappa batch run
 dlq_daily`) by whole `dlq_date` partitions, one Delta commit per run recording the `ops.dlq`
 version it read: daily (`@daily` data intervals, so Airflow's backfill recomputes date ranges)
-and whenever `kafka_to_delta` publishes `ops.dlq` (the dates the load changed, from the Asset
-event's `extra.dates`). Publishes `ops.dlq_daily` as an Asset. Runbook: docs/runbooks/dlq-growing.md.
+and whenever a load changed `ops.dlq` (`kafka_to_delta`; the dates the load changed, from the
+Asset event's `extra.dates`). Publishes `ops.dlq_daily` as an Asset. Runbook: docs/runbooks/dlq-growing.md.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def batch_ops():
     @task(outlets=[tasks.job_asset("ops.dlq_daily")])
     def dlq_daily(dag_run=None, data_interval_start=None, data_interval_end=None,
                   triggering_asset_events=None) -> dict:
-        return tasks.recompute("dlq_daily", str(dag_run.run_type), data_interval_start, data_interval_end,
+        return tasks.recompute("dlq_daily", dag_run.run_type, data_interval_start, data_interval_end,
                                tasks.asset_extras(triggering_asset_events))
 
     dlq_daily()

@@ -2,8 +2,9 @@
 
 Loads every enabled Kafka topic into its Delta table (`kappa load`: from the offsets recorded
 in each table up to the latest offsets, one Delta commit per table with its offsets, data
-quality validated before the commit), then publishes each table as an Airflow Asset
-(`delta://kappa/<schema>/<table>`), on which `data_quality` and the batch DAGs are scheduled.
+quality validated before the commit), then publishes each table **the load changed** as an
+Airflow Asset (`delta://kappa/<schema>/<table>`, through the alias `kappa-delta-loads`), on which
+`data_quality` and the batch DAGs are scheduled; a run that loaded nothing publishes nothing.
 Each Asset event's `extra` names the date partitions the load changed (`dates`) and the
 versions it committed (`versions`): `batch_gold` and `batch_ops` recompute those dates.
 
@@ -17,7 +18,7 @@ from airflow.sdk import CronTriggerTimetable, dag, task
 
 from jobs.batch import tasks as batch_tasks
 from jobs.orchestration import tasks
-from jobs.orchestration.dagkit import DEFAULT_ARGS, START, delta_assets
+from jobs.orchestration.dagkit import DEFAULT_ARGS, START, loads_alias
 
 
 @dag(
@@ -35,10 +36,9 @@ def kafka_to_delta():
     def load() -> list[dict]:
         return tasks.load_tables()
 
-    @task(outlets=delta_assets())
-    def publish_assets(results: list[dict], outlet_events=None) -> list[str]:
-        batch_tasks.publish_load_events(results, outlet_events, delta_assets())
-        return sorted({row["table"] for row in results})
+    @task(outlets=[loads_alias()])
+    def publish_assets(results: list[dict], outlet_events=None) -> list[dict]:
+        return batch_tasks.publish_load_events(results, outlet_events)
 
     publish_assets(load())
 

@@ -2,7 +2,8 @@
 
 A scheduled run (``@daily`` data intervals, or Airflow's backfill of a date range) recomputes
 the dates of its data interval. A run triggered by a load's Asset event recomputes the dates
-that load changed: ``kafka_to_delta`` puts them in each event's ``extra`` (``dates``, from
+that load changed: every load (``kafka_to_delta``; ``replay`` and ``backfill`` with the delta
+sink) publishes one event per table it changed, with the dates in its ``extra`` (``dates``, from
 :func:`load_extras`), so late data loaded today re-runs the old date it belongs to.
 """
 
@@ -28,22 +29,27 @@ def event_dates(extras: Iterable[Mapping[str, Any]]) -> list[date]:
     return sorted(found)
 
 
-def dates_of_run(run_type: str, start: datetime | None, end: datetime | None,
+def dates_of_run(run_type: object, start: datetime | None, end: datetime | None,
                  extras: Iterable[Mapping[str, Any]]) -> list[date]:
-    """What a DAG run recomputes: the changed dates of its Asset events, else its data interval."""
-    from jobs.batch.run import interval_dates
+    """What a DAG run recomputes: the changed dates of its Asset events, else its data interval.
 
-    if run_type == ASSET_TRIGGERED:
+    ``run_type``: ``dag_run.run_type`` as Airflow passes it (the enum; its value or ``str()`` too).
+    """
+    from jobs.batch.run import interval_dates
+    from jobs.orchestration.dagkit import run_kind
+
+    kind = run_kind(run_type)
+    if kind == ASSET_TRIGGERED:
         return event_dates(extras)
     if start is None or end is None:
         from jobs.common.errors import ConfigError
 
-        raise ConfigError(f"a {run_type} run has no data interval: trigger it for a date (logical date) "
+        raise ConfigError(f"a {kind} run has no data interval: trigger it for a date (logical date) "
                           "or let Airflow's backfill create the runs")
     return interval_dates(start, end)
 
 
-def recompute(job: str, run_type: str, start: datetime | None, end: datetime | None,
+def recompute(job: str, run_type: object, start: datetime | None, end: datetime | None,
               extras: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """One batch job over the run's dates (:func:`dates_of_run`); its report."""
     from jobs.batch.run import batch_spark, run_job
@@ -84,12 +90,26 @@ def load_extras(results: Iterable[Mapping[str, Any]], cfg: Any = None) -> dict[s
     return extras
 
 
-def publish_load_events(results: Iterable[Mapping[str, Any]], outlet_events: Any,
-                        assets: Iterable[Any]) -> None:
-    """Put each loaded table's changed dates into the ``extra`` of its Asset event."""
-    extras = load_extras(results)
-    for asset in assets:
-        outlet_events[asset].extra = extras.get(asset.name, {"dates": [], "versions": []})
+def publish_load_events(results: Iterable[Mapping[str, Any]], outlet_events: Any) -> list[dict[str, Any]]:
+    """One Asset event per table the load changed (a committed version), none for the others.
+
+    Published through the loads' alias (:func:`jobs.orchestration.dagkit.loads_alias`, the
+    task's outlet), each event's ``extra`` names the date partitions the commits changed and the
+    versions committed; a load that committed nothing publishes nothing, so the DAGs scheduled
+    on the tables (``batch_gold``, ``batch_ops``, ``data_quality``) wake only for a change.
+    Returns what was published (the task's XCom).
+    """
+    from jobs.orchestration.dagkit import loads_alias
+
+    alias = loads_alias()
+    published = []
+    for table, extra in sorted(load_extras(list(results)).items()):
+        if not extra["versions"]:
+            continue
+        outlet_events[alias].add(job_asset(table), extra=extra)
+        published.append({"table": table, **extra})
+    logger.info("published Asset events: %s", published or "none (nothing changed)")
+    return published
 
 
 def asset_extras(triggering_asset_events: Any) -> list[dict[str, Any]]:

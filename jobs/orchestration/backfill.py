@@ -2,7 +2,7 @@
 
 Airflow creates a backfill of a paused DAG but never starts its runs: they stay queued, and
 nothing says why. This command refuses a paused DAG with that reason (``--unpause`` unpauses
-it first: harmless for ``replay``, whose scheduled runs write nothing), plans the runs with
+it first: harmless for ``replay``, of which the scheduler makes no run), plans the runs with
 Airflow's dry run and then creates the backfill. ``--from``/``--to`` are logical dates, both
 included, as in ``airflow backfill create``: for ``replay`` (hourly intervals named by their
 start) ``--from 10:00 --to 11:00`` replays [10:00, 12:00). ``--conf`` is the runs' configuration
@@ -66,7 +66,7 @@ def submit_backfill(cfg: KappaConfig, dag_id: str, start: datetime, end: datetim
         _check(dag, "read the DAG")
         if dag.json()["is_paused"]:
             if not unpause:
-                harmless = " - harmless for replay: its scheduled runs write nothing" * (dag_id == "replay")
+                harmless = " - harmless for replay: the scheduler makes no run of it" * (dag_id == "replay")
                 raise DagPaused(
                     f"DAG {dag_id} is paused: Airflow would create the backfill but never start its "
                     f"runs (they stay queued, with no message); unpause it first (UI, or rerun with "

@@ -27,6 +27,10 @@ class RangeNotRetained(KappaError):
     """Part of the requested range has been deleted from Kafka (retention): nothing is replayed."""
 
 
+class TopicMissing(KappaError):
+    """The topic of a replay does not exist: no retry can find it, the operator creates it."""
+
+
 class ReplayConflict(KappaError):
     """Another replay is running; replays of the same sinks never run at the same time."""
 
@@ -79,15 +83,25 @@ def _reader(cfg: KappaConfig, topic: str):
     return OffsetReader(parse_source_options({"subscribe": topic, **props}, streaming=False))
 
 
+def _partitions(cfg: KappaConfig, topic: str, reader=None) -> list[tuple[str, int]]:
+    tps = (reader or _reader(cfg, topic)).topic_partitions()
+    if not tps:
+        raise TopicMissing(f"topic {topic} does not exist; run `kappa topics apply` (or create it), "
+                           f"then clear the task (broker {cfg.kafka.bootstrap_servers})")
+    return tps
+
+
+def require_topic(cfg: KappaConfig, topic: str) -> None:
+    """Fail with :class:`TopicMissing` when ``topic`` does not exist."""
+    _partitions(cfg, topic)
+
+
 def resolve_interval(cfg: KappaConfig, topic: str, start: datetime, end: datetime) -> OffsetRange:
     """Offsets of ``[start, end)`` by record timestamp, per partition of ``topic``."""
     from jobs.common.kafka.specs import TIMESTAMP, OffsetSpec
 
     reader = _reader(cfg, topic)
-    tps = reader.topic_partitions()
-    if not tps:
-        raise KappaError(f"topic {topic} does not exist at {cfg.kafka.bootstrap_servers}; "
-                         "run `kappa topics apply`")
+    tps = _partitions(cfg, topic, reader)
 
     def at(moment: datetime) -> dict[int, int]:
         spec = OffsetSpec(TIMESTAMP, timestamp=int(moment.timestamp() * 1000), no_match="latest")

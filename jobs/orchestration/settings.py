@@ -16,6 +16,7 @@ from pathlib import Path
 
 from jobs.common.config import PROJECT_ROOT, KappaConfig
 from jobs.common.errors import ConfigError
+from jobs.orchestration.dagkit import PLUGINS_FOLDER
 
 DAGS_FOLDER = PROJECT_ROOT / "dags"
 STATE_FILE = "kappa-airflow.json"
@@ -150,6 +151,7 @@ def airflow_environment(cfg: KappaConfig, ports: Ports, base: Mapping[str, str])
         "AIRFLOW_HOME": str(home),
         INSTANCE_MARKER: str(home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS_FOLDER),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(PLUGINS_FOLDER),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
         "AIRFLOW__CORE__PARALLELISM": str(air.parallelism),

@@ -68,29 +68,21 @@ def streaming_health(max_batch_age_s: float, max_offsets_behind: int,
         raise no_retry(exc) from exc
 
 
-def replay_interval(start: datetime, end: datetime, sinks: Iterable[str], dry_run: bool,
-                    run_type: str | None = None) -> dict[str, Any]:
+def replay_interval(start: datetime, end: datetime, sinks: Iterable[str], dry_run: bool) -> dict[str, Any]:
     """The ``replay`` DAG: the data interval's offsets (by timestamp), pre-flight, then replay.
 
-    A run the scheduler made on its own (``run_type`` scheduled: unpausing the DAG makes one
-    for the latest hour) is skipped: replay writes only the ranges someone asked for, by a
-    backfill or a manual run.
+    What no retry can fix (the topic does not exist, the range is no longer retained, bad
+    params) fails the task at once (:func:`no_retry`).
     """
     from jobs.common.errors import ConfigError
-    from jobs.orchestration.ranges import RangeNotRetained, resolve_interval
+    from jobs.orchestration.ranges import RangeNotRetained, TopicMissing, resolve_interval
 
-    if str(run_type or "").lower().removeprefix("dagruntype.") == "scheduled":
-        from airflow.sdk.exceptions import AirflowSkipException  # only the scheduler makes such runs
-
-        raise AirflowSkipException(f"scheduled run of {start.isoformat()} -> {end.isoformat()}: replay "
-                                   "writes only what a backfill or a manual run asks for (`kappa "
-                                   "airflow backfill replay`); skipped")
     cfg = _config()
-    rng = resolve_interval(cfg, cfg.streaming.source_topic, start, end)
-    _say(f"interval {start.isoformat()} -> {end.isoformat()} is offsets {rng.as_dict()}")
     try:
+        rng = resolve_interval(cfg, cfg.streaming.source_topic, start, end)
+        _say(f"interval {start.isoformat()} -> {end.isoformat()} is offsets {rng.as_dict()}")
         return replay_range(rng, sinks, dry_run, start)
-    except (RangeNotRetained, ConfigError) as exc:
+    except (TopicMissing, RangeNotRetained, ConfigError) as exc:
         raise no_retry(exc) from exc
 
 
@@ -98,7 +90,7 @@ def backfill_offsets(starting: str | dict, ending: str | dict, sinks: Iterable[s
                      dry_run: bool) -> dict[str, Any]:
     """The ``backfill`` DAG: an explicit offset range ``[starting, ending)`` of the source topic."""
     from jobs.common.errors import ConfigError
-    from jobs.orchestration.ranges import OffsetRange, RangeNotRetained, parse_offsets
+    from jobs.orchestration.ranges import OffsetRange, RangeNotRetained, TopicMissing, parse_offsets
 
     cfg = _config()
     topic = cfg.streaming.source_topic
@@ -108,7 +100,7 @@ def backfill_offsets(starting: str | dict, ending: str | dict, sinks: Iterable[s
                                     "the same partitions with starting <= ending"))
     try:
         return replay_range(rng, sinks, dry_run)
-    except (RangeNotRetained, ConfigError) as exc:
+    except (TopicMissing, RangeNotRetained, ConfigError) as exc:
         raise no_retry(exc) from exc
 
 
@@ -120,10 +112,11 @@ def replay_range(rng, sinks: Iterable[str], dry_run: bool, start: datetime | Non
     run a no-op). ``delta``: the loader up to the range's end offsets (it commits offsets with the
     data, so the lake never gets a row twice; rows before the range not loaded yet are loaded too).
     """
-    from jobs.orchestration.ranges import check_retained, replay_guard
+    from jobs.orchestration.ranges import check_retained, replay_guard, require_topic
 
     cfg = _config()
     chosen = _check_sinks(sinks)
+    require_topic(cfg, rng.topic)
     check_retained(cfg, rng, start)
     _check_reachable(cfg, chosen)
     report: dict[str, Any] = {"range": rng.as_dict(), "sinks": chosen, "dry_run": dry_run}

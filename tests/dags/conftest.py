@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from jobs.orchestration.dagkit import PLUGINS_FOLDER
+
 REPO = Path(__file__).resolve().parents[2]
 DAGS = REPO / "dags"
 # Airflow reads its config when first imported: point it at a private home before that.
@@ -19,6 +21,7 @@ os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="kappa-dagtests-")  # dag.t
 atexit.register(shutil.rmtree, os.environ["AIRFLOW_HOME"], ignore_errors=True)
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(DAGS)
+os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(PLUGINS_FOLDER)  # the replay DAG's timetable
 HEAVY = ("pyspark", "confluent_kafka", "redis", "deltalake", "great_expectations")
 
 

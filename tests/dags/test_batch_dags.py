@@ -12,7 +12,14 @@ from deltalake import DeltaTable
 
 from jobs.batch.tasks import dates_of_run, event_dates
 from jobs.common.errors import ConfigError
-from tests.dags.test_dag_runs import _produce, _read_all, _run, airflow_db, platform  # noqa: F401 (fixtures)
+from tests.dags.test_dag_runs import (  # noqa: F401 (fixtures)
+    _produce,
+    _read_all,
+    _run,
+    airflow_db,
+    asset_events,
+    platform,
+)
 from tests.integration.batch.support import silver_row, write_silver
 
 GOLD = {"city_daily": "gold.city_daily", "topic_daily": "gold.topic_daily", "event_stats": "gold.event_stats"}
@@ -35,15 +42,23 @@ def test_daily_intervals_or_the_loads_assets_and_one_task_per_table(dagbag, dag_
 
 
 def test_a_run_recomputes_its_interval_or_the_dates_its_asset_events_name():
+    """With ``dag_run.run_type`` as a task gets it: the Task SDK's enum (whose ``str()`` is
+    ``DagRunType.ASSET_TRIGGERED``), the core's, or either ``str()``."""
+    from airflow.sdk.api.datamodels._generated import DagRunType
+    from airflow.utils.types import DagRunType as CoreDagRunType
+
     day = datetime(2026, 1, 2, tzinfo=UTC)
-    assert dates_of_run("scheduled", day, datetime(2026, 1, 3, tzinfo=UTC), []) == [date(2026, 1, 2)]
-    assert dates_of_run("backfill", day, datetime(2026, 1, 5, tzinfo=UTC), []) == [
+    assert dates_of_run(DagRunType.SCHEDULED, day, datetime(2026, 1, 3, tzinfo=UTC), []) == [
+        date(2026, 1, 2)]
+    assert dates_of_run(DagRunType.BACKFILL, day, datetime(2026, 1, 5, tzinfo=UTC), []) == [
         date(2026, 1, 2), date(2026, 1, 3), date(2026, 1, 4)]
     extras = [{"dates": ["2026-01-03", "2025-12-30"], "versions": [4]}, {}, {"dates": ["2026-01-03"]}]
-    assert dates_of_run("asset_triggered", None, None, extras) == [date(2025, 12, 30), date(2026, 1, 3)]
+    for run_type in (DagRunType.ASSET_TRIGGERED, str(DagRunType.ASSET_TRIGGERED),
+                     CoreDagRunType.ASSET_TRIGGERED, str(CoreDagRunType.ASSET_TRIGGERED)):
+        assert dates_of_run(run_type, None, None, extras) == [date(2025, 12, 30), date(2026, 1, 3)], run_type
     assert event_dates([{"versions": [1]}]) == []
-    with pytest.raises(ConfigError, match="has no data interval"):
-        dates_of_run("manual", None, None, [])
+    with pytest.raises(ConfigError, match="a manual run has no data interval"):
+        dates_of_run(DagRunType.MANUAL, None, None, [])
 
 
 @pytest.mark.slow
@@ -73,24 +88,26 @@ def test_reconcile_runs_daily_after_the_batch_and_has_one_task(dagbag):
 
 
 @pytest.mark.slow
-def test_kafka_to_delta_names_the_dates_each_load_changed_in_its_asset_event(
+def test_kafka_to_delta_publishes_the_tables_it_changed_with_their_dates_and_nothing_else(
         airflow_db, platform):  # noqa: F811 (the fixtures)
+    """One event for bronze (the one table loaded) naming the dates it changed; none for the
+    tables it did not change; a run that loads nothing publishes nothing."""
     import time
 
-    from airflow.models.asset import AssetEvent, AssetModel
-    from airflow.utils.session import create_session
-
     cfg = platform
+    before = asset_events()
     _produce(cfg, int(time.time() * 1000) - 60_000, 30, 500, seed=5)
     state, tasks, _ = _run("kafka_to_delta")
     assert state == "success", tasks
     bronze = DeltaTable(os.path.join(cfg.lake.root, "bronze", "rsvps_raw")).to_pyarrow_table()
     loaded = sorted({str(day) for day in bronze.column("event_date").to_pylist()})
-    with create_session() as session:
-        extras = [event.extra for event in session.query(AssetEvent)
-                  .join(AssetModel, AssetEvent.asset_id == AssetModel.id).filter(AssetModel.uri == "delta://kappa/bronze/rsvps_raw")
-                  .order_by(AssetEvent.id.desc()).limit(1)]
-    assert extras and extras[0]["dates"] == loaded and extras[0]["versions"] == [0]
+    published = asset_events()
+    new = {uri: extras[len(before.get(uri, [])):] for uri, extras in published.items()}
+    assert {uri: extras for uri, extras in new.items() if extras} == {
+        "delta://kappa/bronze/rsvps_raw": [{"dates": loaded, "versions": [0]}]}
+    state, tasks, _ = _run("kafka_to_delta")  # nothing new in Kafka: nothing changed
+    assert state == "success", tasks
+    assert asset_events() == published
 
 
 @pytest.mark.slow

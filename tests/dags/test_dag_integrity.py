@@ -40,15 +40,31 @@ def test_schedules(dagbag):
         table = dagbag.dags[dag_id].timetable
         return type(table).__name__, attrs.asdict(table) if attrs.has(type(table)) else {}
 
-    # hourly data intervals (start -> end), not CronTriggerTimetable's zero-length ones
-    assert timetable("replay") == ("CronDataIntervalTimetable",
-                                   {"expression": "0 * * * *", "timezone": "UTC"})
+    assert timetable("replay")[0] == "BackfillIntervals"  # below: what the scheduler reads of it
     assert timetable("delta_maintenance")[0] == "CronTriggerTimetable"
     assert timetable("kafka_to_delta")[0] == "CronTriggerTimetable"
     assert timetable("data_quality")[0] == "AssetTriggeredTimetable"
     assert dagbag.dags["streaming_lifecycle"].timetable.delta == timedelta(minutes=5)
     for dag_id in MANUAL:
         assert dagbag.dags[dag_id].timetable is None or timetable(dag_id)[0] == "NullTimetable"
+
+
+def test_the_scheduler_makes_no_run_of_replay_and_a_backfill_gets_every_hour(dagbag):
+    """What Airflow's scheduler and its backfill read of ``replay``: the serialized DAG (the
+    timetable comes back through the plugin that registers it)."""
+    import pendulum
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    dag = DagSerialization.deserialize_dag(DagSerialization.serialize_dag(dagbag.dags["replay"]))
+    assert type(dag.timetable).__name__ == "BackfillIntervals" and dag.timetable.periodic
+    assert dag.next_dagrun_info(last_automated_run_info=None) is None  # unpaused: no run of its own
+    start = pendulum.datetime(2026, 3, 1, 22, tz="UTC")
+    infos = list(dag.iter_dagrun_infos_between(start, start + timedelta(hours=2)))  # both included
+    # hourly data intervals (start -> end), not CronTriggerTimetable's zero-length ones
+    assert [(info.data_interval.start, info.data_interval.end) for info in infos] == [
+        (start + timedelta(hours=h), start + timedelta(hours=h + 1)) for h in range(3)]
+    manual = dag.timetable.infer_manual_data_interval(run_after=start)
+    assert (manual.start, manual.end) == (start - timedelta(hours=1), start)
 
 
 def _edges(dag) -> set[tuple[str, str]]:
@@ -64,17 +80,19 @@ def test_streaming_lifecycle_structure(dagbag):
     assert dag.params["action"] == "ensure"
 
 
-def test_loads_publish_one_asset_per_table_and_quality_runs_on_them(dagbag):
+def test_loads_publish_the_tables_through_one_alias_and_quality_runs_on_them(dagbag):
     load = dagbag.dags["kafka_to_delta"]
     assert _edges(load) == {("load", "publish_assets")}
-    published = {asset.uri for asset in load.get_task("publish_assets").outlets}
-    assert published == {"delta://kappa/bronze/rsvps_raw", "delta://kappa/ops/dlq",
-                         "delta://kappa/silver/rsvps", "delta://kappa/gold/rsvp_summaries"}
+    for dag_id, task_id in (("kafka_to_delta", "publish_assets"), ("replay", "replay_interval"),
+                            ("backfill", "replay_offsets")):
+        outlets = dagbag.dags[dag_id].get_task(task_id).outlets
+        assert [(type(o).__name__, o.name) for o in outlets] == [("AssetAlias", "kappa-delta-loads")], dag_id
     quality = dagbag.dags["data_quality"]
     condition = quality.timetable.asset_condition
     assert type(condition).__name__ == "AssetAny"
-    watched = {asset.uri for asset in condition.objects}
-    assert watched == published
+    assert {asset.uri for asset in condition.objects} == {
+        "delta://kappa/bronze/rsvps_raw", "delta://kappa/ops/dlq", "delta://kappa/silver/rsvps",
+        "delta://kappa/gold/rsvp_summaries"}
 
 
 def test_replay_and_backfill_params(dagbag):

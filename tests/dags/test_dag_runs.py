@@ -119,6 +119,20 @@ def _read_all(cfg, topic: str) -> list[Any]:
     return found
 
 
+def asset_events() -> dict[str, list[dict]]:
+    """Every Asset event in this process's metadata DB: {asset uri: [extra, ...]}, oldest first."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+
+    found: dict[str, list[dict]] = {}
+    with create_session() as session:
+        rows = (session.query(AssetModel.uri, AssetEvent.extra)
+                .join(AssetModel, AssetEvent.asset_id == AssetModel.id).order_by(AssetEvent.id))
+        for uri, extra in rows:
+            found.setdefault(uri, []).append(extra)
+    return found
+
+
 def _analyzed_positions(cfg) -> list[tuple[int, int]]:
     records = [json.loads(m.value()) for m in _read_all(cfg, cfg.streaming.analyzed_topic)]
     return [(r["source_partition"], r["source_offset"]) for r in records]
@@ -184,14 +198,20 @@ def test_replay_of_one_interval_twice_leaves_every_sink_identical(airflow_db, pl
     _produce(cfg, start_ms, 240, 10_000, seed=2)             # 240 records inside [hour, hour + 1h)
     _produce(cfg, start_ms + HOUR_MS, 30, 1000, seed=3)      # the hour after: not in the interval
     conf = {"sinks": ["redis", "kafka", "delta"], "dry_run": False}
+    bronze_uri = "delta://kappa/bronze/rsvps_raw"
 
     # the hour before first: a replay into Redis never starts beyond its fence (no silent gap)
+    events_before = len(asset_events().get(bronze_uri, []))
     state, tasks, _ = _run_replay(hour - timedelta(hours=1), conf)
     assert state == "success", tasks
     before = _totals(redis_client, cfg)["input"]
     assert before == 30
     state, tasks, first_s = _run_replay(hour, conf)
     assert state == "success", tasks
+    # each delta load published bronze with the dates it changed (the batch DAGs recompute them)
+    published = asset_events()
+    assert [extra["versions"] for extra in published.get(bronze_uri, [])[events_before:]] == [[0], [1]]
+    assert all(extra["dates"] for extra in published[bronze_uri][events_before:])
     redis_after_first = _redis_snapshot(redis_client, cfg.streaming.redis_prefix)
     positions_first = sorted(set(_analyzed_positions(cfg)))
     delta_first = _delta_rows(cfg)
@@ -206,6 +226,7 @@ def test_replay_of_one_interval_twice_leaves_every_sink_identical(airflow_db, pl
     assert _redis_snapshot(redis_client, cfg.streaming.redis_prefix) == redis_after_first
     assert sorted(set(_analyzed_positions(cfg))) == positions_first  # deduplicated by source position
     assert _delta_rows(cfg) == delta_first
+    assert asset_events() == published  # the repeat changed no table: no event
     print(f"replay twice: first {first_s}s, second {second_s}s; redis keys {len(redis_after_first)}, "
           f"analyzed {len(positions_first)}, delta rows {delta_first}")
 

@@ -25,6 +25,12 @@ from tests.dags.test_dag_runs import _kill_group, _produce, _totals, _wait
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 airflow, api = real.airflow, real.api  # `kappa airflow up` once for this module
+
+
+@pytest.fixture(scope="module")
+def instance_env() -> dict[str, str]:
+    """The KAPPA_* that `real.airflow` puts on top of this module's environment at `up`."""
+    return real.BACKFILL_ENV
 EVENTS = 1_500
 RUNS = "/api/v2/dags/reprocess/dagRuns"
 
