@@ -48,7 +48,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from streaming_cpu import MachineCpu, settle
+from streaming_cpu import MachineCpu, service_pids, settle
 from streaming_support import PARTITIONS, drop_topics, exit_on_sigterm, new_topic, percentiles, produce
 
 from jobs.common.config import PROJECT_ROOT, load_config
@@ -59,9 +59,10 @@ WORKLOADS = ("skewed", "high-cardinality")
 
 def timed(command: list[str], env: dict[str, str]) -> dict[str, Any]:
     """Run ``command``; wall seconds from start to exit, peak RSS of its tree (MB), its last stdout
-    line, and the CPU seconds every kind of process used meanwhile (:class:`MachineCpu`)."""
+    line, and the CPU seconds each kind of the run's own processes used meanwhile (:class:`MachineCpu`:
+    the command's tree, this benchmark's ``kappa serve``, the stack and the Spark service)."""
     peak = [0.0]
-    cpu = MachineCpu()
+    cpu = MachineCpu(service_pids(load_config()))
     began = time.monotonic()
     process = subprocess.Popen(command, env=env, cwd=PROJECT_ROOT, stdout=subprocess.PIPE,
                                stderr=subprocess.DEVNULL, text=True)

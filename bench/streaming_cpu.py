@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -50,18 +51,22 @@ MACHINE_KINDS = (("noida", "broker"), ("redis-server", "redis"), ("spark_service
 
 
 class MachineCpu:
-    """CPU seconds every process on the machine used since this was made, by kind (:data:`MACHINE_KINDS`,
+    """CPU seconds the run's own processes used since this was made, by kind (:data:`MACHINE_KINDS`,
     by command line), each with its reaped children (a Spark daemon's exited workers).
 
-    Counted per process: one started meanwhile counts whole, one that exits is counted up to the
-    last :meth:`sample` that saw it (sample often: the runs' processes come and go). ``command``:
-    this process's reaped children (the runs it timed).
+    A run's own processes are this process's descendants (the timed command, a ``kappa serve`` the
+    benchmark started) and the services it uses, given by pid in ``services`` (the stack's broker
+    and Redis, the Spark service) with their descendants: other users' JVMs, brokers and Redis
+    servers on the machine are never counted. Counted per process: one started meanwhile counts
+    whole, one that exits is counted up to the last :meth:`sample` that saw it (sample often: the
+    runs' processes come and go). ``command``: this process's reaped children (the runs it timed).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, services: Iterable[int] = ()) -> None:
         self._first: dict[tuple[int, float], float] = {}
         self._last: dict[tuple[int, float], tuple[str, float]] = {}
         self._me = psutil.Process()
+        self._roots = {self._me.pid, *services}
         self._mine = self._own()
         self.sample(first=True)
 
@@ -69,12 +74,22 @@ class MachineCpu:
         t = self._me.cpu_times()
         return t.children_user + t.children_system
 
-    def sample(self, first: bool = False) -> None:
-        """Read every process' CPU now."""
-        for proc in psutil.process_iter():
+    def _owned(self) -> list[psutil.Process]:
+        """The root processes and their descendants (this process left out)."""
+        found: dict[int, psutil.Process] = {}
+        for pid in self._roots:
             try:
-                if proc.pid == self._me.pid:
-                    continue
+                root = psutil.Process(pid)
+                found.update({p.pid: p for p in (root, *root.children(recursive=True))})
+            except psutil.Error:
+                continue
+        found.pop(self._me.pid, None)
+        return list(found.values())
+
+    def sample(self, first: bool = False) -> None:
+        """Read the CPU of the run's own processes now."""
+        for proc in self._owned():
+            try:
                 line, t, born = " ".join(proc.cmdline()[:4]), proc.cpu_times(), proc.create_time()
             except psutil.Error:
                 continue
@@ -93,6 +108,22 @@ class MachineCpu:
         for key, (kind, used) in self._last.items():
             totals[kind] += used - self._first.get(key, 0.0)
         return {kind: round(value, 2) for kind, value in totals.items()}
+
+
+def service_pids(cfg: Any) -> list[int]:
+    """The pids of the services a run on ``cfg`` uses: the embedded stack's and the Spark service."""
+    from jobs.common.spark_state import read_state
+
+    pids = []
+    for pidfile in Path(cfg.stack.data_dir).glob("*.pid"):
+        try:
+            pids.append(int(pidfile.read_text().strip()))
+        except (OSError, ValueError):
+            continue
+    state = read_state(cfg)
+    if state is not None:
+        pids.append(state.pid)
+    return pids
 
 
 def with_cpu(run: Callable[[], dict[str, Any]], overhead: Callable[[], float] = lambda: 0.0

@@ -149,11 +149,18 @@ def topics_list(
     all_topics: bool = typer.Option(False, "--all", help="Include topics not declared in conf/."),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Show partitions, earliest/latest offsets and retention of each topic."""
+    """Show partitions, earliest/latest offsets and retention of each topic (every view version's)."""
     from jobs.common.topics import list_topics
+    from jobs.common.views import read_views, version_config
 
     cfg = config()
-    infos = list_topics(cfg.kafka, None if all_topics else list(cfg.topics))
+    declared = list(cfg.topics)
+    for version in read_views(cfg).live():
+        versioned = version_config(cfg, version)
+        s = versioned.streaming
+        declared += [name for name in [*versioned.topics, s.analyzed_topic, s.summaries_topic, s.dlq_topic]
+                     if name not in declared]
+    infos = list_topics(cfg.kafka, None if all_topics else declared)
     if as_json:
         console.print_json(json.dumps([asdict(i) | {"records": i.records} for i in infos]))
         return
@@ -202,13 +209,14 @@ def _register_subcommands() -> None:
     from jobs.collector import cli as collector_cli
     from jobs.common import spark_cli
     from jobs.loader import cli as loader_cli
+    from jobs.monitoring import cli as monitoring_cli
     from jobs.orchestration import cli as airflow_cli
     from jobs.reprocess import cli as reprocess_cli
     from jobs.serve import cli as serve_cli
     from jobs.streaming import cli as streaming_cli
 
     for module in (collector_cli, streaming_cli, reprocess_cli, loader_cli, batch_cli, serve_cli,
-                   airflow_cli, spark_cli):
+                   airflow_cli, spark_cli, monitoring_cli):
         module.register(app)
 
 

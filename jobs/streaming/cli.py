@@ -125,7 +125,7 @@ def run(
     base = load_config()
     chosen = version if version is not None else current_version(base)
     cfg = version_config(base, chosen)
-    with register_process(cfg, "streaming" if chosen == 1 else f"streaming-v{chosen}"):
+    with register_process(cfg, job_name(chosen)):
         report = run_stream(cfg, spec, progress=progress, release_early=True)
     if as_json:
         typer.echo(json.dumps(report.as_dict()))
@@ -164,9 +164,9 @@ def status(as_json: Annotated[bool, JSON_OPTION] = False,
            hide_finished: Annotated[bool, typer.Option(
                "--hide-finished", help="Leave out replays that reached their end.")] = False) -> None:
     """Every query that reported: state (running, waiting, finished, stopped, failed), last batch, lag."""
-    from jobs.streaming.status import status_lines, status_rows
+    from jobs.streaming.status import status_lines, version_status_rows
 
-    rows = status_rows(load_config(), finished=not hide_finished)
+    rows = version_status_rows(load_config(), finished=not hide_finished)
     if as_json:
         typer.echo(json.dumps(rows))
         return
@@ -178,15 +178,34 @@ def status(as_json: Annotated[bool, JSON_OPTION] = False,
 
 
 @stream_app.command("stop")
-def stop(grace_s: Annotated[float, typer.Option("--grace", help="Seconds before SIGKILL.")] = 300.0) -> None:
-    """Stop the running streaming job(s) gracefully (after the current batch)."""
+def stop(grace_s: Annotated[float, typer.Option("--grace", help="Seconds before SIGKILL.")] = 300.0,
+         version: Annotated[int | None, typer.Option(
+             "--version", help="Stop the job of this view version (default: the current one).")] = None,
+         ) -> None:
+    """Stop the current view version's streaming job gracefully (after the current batch)."""
     from jobs.common.processes import registered, stop_registered
+    from jobs.common.views import current_version
 
     cfg = load_config()
-    if not any(item.name == "streaming" for item in registered(cfg)):
-        typer.echo("no streaming job runs (nothing registered)")
+    if version is not None and version < 1:
+        raise ConfigError(f"--version must be >= 1, got {version}")
+    chosen = version if version is not None else current_version(cfg)
+    name = job_name(chosen)
+    running = [item.name for item in registered(cfg) if item.name == "streaming"
+               or item.name.startswith("streaming-v")]
+    others = sorted(other for other in running if other != name)
+    if name not in running:
+        typer.echo(f"no streaming job of view version {chosen} runs ({name} is not registered)"
+                   + (f"; running: {', '.join(others)} (stop one with --version N)" if others else ""))
         return
-    stop_registered(cfg, grace_s=grace_s, progress=progress, names=("streaming",))
+    stop_registered(cfg, grace_s=grace_s, progress=progress, names=(name,))
+    if others:
+        typer.echo(f"still running: {', '.join(others)} (stop one with --version N)")
+
+
+def job_name(version: int) -> str:
+    """The registered name of the streaming job writing a view version."""
+    return "streaming" if version == 1 else f"streaming-v{version}"
 
 
 @summaries_app.command("top-topics")

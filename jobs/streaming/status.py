@@ -18,8 +18,25 @@ from jobs.streaming.state import PendingApplyFile, checkpoint_path, lock_holder
 from jobs.streaming.summaries import query_metrics, query_states
 
 
+def version_status_rows(cfg: KappaConfig, *, finished: bool = True) -> list[dict[str, Any]]:
+    """:func:`status_rows` of every view version with outputs, the current one first.
+
+    Each row also says its ``view_version`` and whether that version is the ``current`` one
+    (docs/reprocess.md): after a promote the live job writes under the new version's prefix.
+    """
+    from jobs.common.views import read_views, version_config
+
+    views = read_views(cfg)
+    rows = []
+    for version in sorted(views.live(), key=lambda v: (v != views.current, v)):
+        for row in status_rows(version_config(cfg, version), finished=finished):
+            rows.append(row | {"view_version": version, "current": version == views.current,
+                               "version_state": views.state(version)})
+    return rows
+
+
 def status_rows(cfg: KappaConfig, *, finished: bool = True) -> list[dict[str, Any]]:
-    """One row per query (the ``--json`` output); ``finished=False`` leaves finished replays out."""
+    """One row per query of one view version's prefix; ``finished=False`` leaves finished replays out."""
     states = query_states(cfg)
     by_query = {metrics.get("query", "?"): metrics for metrics in query_metrics(cfg)}
     rows = []
@@ -69,7 +86,11 @@ def status_lines(row: dict[str, Any]) -> list[str]:
     assert isinstance(row["watermark_ms"], int | None)
     watermark = (datetime.fromtimestamp(row["watermark_ms"] / 1000, tz=UTC).isoformat()
                  if row["watermark_ms"] is not None else "-")
-    head = f"{row['query']}: {_state_text(row)}"
+    version = row.get("view_version")
+    tag = ""
+    if version is not None:
+        tag = f" [view v{version}, {'current' if row.get('current') else row.get('version_state')}]"
+    head = f"{row['query']}{tag}: {_state_text(row)}"
     if row["last_batch"] is None:  # no metrics in Redis: none yet, or a run without the redis sink
         lines = [head if row.get("state") in ("finished", "stopped", "failed") else f"{head}; no batch yet"]
     else:

@@ -134,6 +134,12 @@ def test_reprocess_builds_beside_diffs_promotes_and_retires(
         finally:
             reader.stop()
             server.stop()
+        # operator commands follow the current version: status shows v3's live query, topics its topics
+        rows = _json(env, "stream", "status")
+        [v3_row] = [row for row in rows if row["query"] == f"{s.query_name}-v3"]
+        assert (v3_row["view_version"], v3_row["current"], v3_row["running"]) == (3, True, True), rows
+        listed = {topic["name"] for topic in json.loads(_kappa(env, "topics", "list", "--json").stdout)}
+        assert {f"{s.analyzed_topic}.v3", f"{s.summaries_topic}.v3"} <= listed, listed
         cities = _json(env, "summaries", "cities", "--windows", "10000")
         shown = {c["city"] for w in cities for c in w["cities"] if w["window_start_ms"] == start_ms}
         assert shown and any(c.startswith("S") and c == c.upper() for c in shown), cities
@@ -153,6 +159,13 @@ def test_reprocess_builds_beside_diffs_promotes_and_retires(
         assert {s.analyzed_topic, s.summaries_topic}.isdisjoint(present)
         assert not (Path(stream_cfg.lake.root) / "silver" / "rsvps").exists()
         assert (Path(stream_cfg.lake.root) / "silver" / "rsvps_v3").exists()
+        root = Path(stream_cfg.lake.checkpoint_root)
+        assert not [p.name for p in root.iterdir() if p.name == s.query_name
+                    or p.name.startswith((f"{s.query_name}.", f"{s.query_name}-replay-"))]
+
+        stopped = _kappa(env, "stream", "stop", "--grace", "120")
+        assert "streaming-v3: stopping pid" in stopped.stderr + stopped.stdout, stopped
+        assert lock_holder(checkpoint_path(str(root), f"{s.query_name}-v3")) is None
     finally:
         if v1.poll() is None:
             v1.send_signal(signal.SIGTERM)
