@@ -77,6 +77,9 @@ class Service:
     on_start_failed: Callable[[], None] | None = None
     """Called when :meth:`start` failed: the runner stops its server (None: nothing to stop)."""
     _watch: asyncio.Task | None = None
+    _redis_watch: asyncio.Task | None = None
+    _fenced: dict[int, bool] = field(default_factory=dict)
+    """Versions whose fence this process has seen: one that disappears is a lost view."""
     _generation: int = 0
 
     @property
@@ -111,6 +114,7 @@ class Service:
         for feed in self.feeds.values():
             feed.start()
         self._watch = asyncio.create_task(self._follow_views())
+        self._redis_watch = asyncio.create_task(self._watch_redis())
         logger.info("serve started version=%d topics=%s position=%s", self.version, self.topics,
                     self.hub.state()["position"])
 
@@ -143,19 +147,53 @@ class Service:
                     self.building = _building(views)
                 if views is not None and views.current != self.version:
                     await self._switch(views.current)
-                await self._check_rebuilding()
             except asyncio.CancelledError:
                 raise
             except Exception:  # a failed poll or switch is retried at the next one
                 logger.exception("serve: following the view pointer failed; retrying")
 
+    async def _watch_redis(self) -> None:
+        """Every VIEWS_POLL_S: is the served view's Redis data still there (apart from the pointer)."""
+        while True:
+            try:
+                await self._check_rebuilding()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # Redis down: the health check says so; retried at the next one
+                logger.exception("serve: checking the served view in Redis failed; retrying")
+            await asyncio.sleep(VIEWS_POLL_S)
+
     async def _check_rebuilding(self) -> None:
-        """``rebuilding`` while the served view lost its Redis data (no fence) and a new one is built."""
-        empty = self.building and not await self.redis.exists(f"{self.prefix}:fence:summaries")
-        self.rebuilding = (
-            f"rebuilding: view version {self.version} has no data in Redis (lost?) and version(s) "
-            f"{', '.join(map(str, self.building))} are being rebuilt from the log; the summaries come "
-            "back when one is promoted (docs/runbooks/redis-lost.md); retry later") if empty else None
+        """503 text while the served view's Redis data is gone (no fence where there was one).
+
+        ``rebuilding`` while another version is being built; ``view lost`` before that, when the
+        view had data: its fence was seen by this process, or its live query committed batches.
+        """
+        fence = f"{self.prefix}:fence:summaries"
+        if await self.redis.exists(fence):
+            self._fenced[self.version] = True
+            self.rebuilding = None
+            return
+        if self.building:
+            self.rebuilding = (
+                f"rebuilding: view version {self.version} has no data in Redis (lost?) and version(s) "
+                f"{', '.join(map(str, self.building))} are being rebuilt from the log; the summaries "
+                "come back when one is promoted (docs/runbooks/redis-lost.md); retry later")
+        elif self._fenced.get(self.version) or await asyncio.to_thread(self._applied_before):
+            self.rebuilding = (
+                f"view lost: view version {self.version}'s data is gone from Redis (its fence {fence} "
+                "is missing: a Redis restart without persistence, a failover or a FLUSHALL); rebuild "
+                "it from the log with `kappa reprocess start` (docs/runbooks/redis-lost.md)")
+        else:
+            self.rebuilding = None
+
+    def _applied_before(self) -> bool:
+        """Whether the served version's live query committed batches (its checkpoint has some)."""
+        from jobs.streaming.state import checkpoint_path, last_offsets
+
+        view = version_config(self.cfg, self.version)
+        checkpoint = checkpoint_path(str(view.lake.checkpoint_root), view.streaming.query_name)
+        return last_offsets(checkpoint) is not None
 
     async def _switch(self, version: int) -> None:
         """Serve ``version``: its Redis prefix and topics; every client told, none disconnected."""
@@ -190,8 +228,9 @@ class Service:
 
     async def stop(self) -> None:
         """Stop the consumers, the resume pool and the Redis client."""
-        if self._watch is not None:
-            self._watch.cancel()
+        for watch in (self._watch, self._redis_watch):
+            if watch is not None:
+                watch.cancel()
         if self.watcher is not None:
             await asyncio.to_thread(self.watcher.close)
         for feed in self.feeds.values():
