@@ -58,11 +58,21 @@ def status(as_json: Annotated[bool, JSON_OPTION] = False) -> None:
     from jobs.reprocess.core import status as statuses
 
     rows = statuses(load_config())
-    _emit(rows, as_json, [
-        f"v{r['version']} {r['state']}: query {r['query']} "
-        f"{'running (pid ' + str(r['running_pid']) + ')' if r['running_pid'] else 'not running'}, "
-        f"last batch {r['last_batch']} {r['last_batch_age_s']} s ago, {r['offsets_behind_latest']} behind, "
-        f"{r['rows_per_s']:.0f} rows/s, eta {r['eta_s']} s" for r in rows])
+    _emit(rows, as_json, [status_line(r) for r in rows])
+
+
+def status_line(row: dict) -> str:
+    """One version's line: its job, and its last batch, or why there is none."""
+    job = f"running (pid {row['running_pid']})" if row["running_pid"] else "not running"
+    head = f"v{row['version']} {row['state']}: query {row['query']} {job}"
+    if row.get("redis_data") == "lost":
+        return (f"{head}; its Redis data is LOST (the fence {row['redis_prefix']}:fence:summaries is gone "
+                "while its query committed batches): rebuild with `kappa reprocess start` "
+                "(docs/runbooks/redis-lost.md)")
+    if row["last_batch"] is None:
+        return f"{head}; no batch applied yet"
+    return (f"{head}, last batch {row['last_batch']} {row['last_batch_age_s']} s ago, "
+            f"{row['offsets_behind_latest']} behind, {row['rows_per_s']:.0f} rows/s, eta {row['eta_s']} s")
 
 
 @reprocess_app.command("diff")

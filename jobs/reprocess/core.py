@@ -93,6 +93,7 @@ def version_status(base: KappaConfig, version: int, state: str) -> dict[str, Any
     client = redis.Redis(**cfg.redis.client_kwargs(), decode_responses=True, socket_timeout=10)
     try:
         metrics = client.hgetall(f"{cfg.streaming.redis_prefix}:metrics:{cfg.streaming.query_name}")
+        fenced = bool(client.exists(f"{cfg.streaming.redis_prefix}:fence:summaries"))
     finally:
         client.close()
     behind = int(metrics["offsets_behind_latest"]) if metrics.get("offsets_behind_latest") not in (
@@ -104,7 +105,18 @@ def version_status(base: KappaConfig, version: int, state: str) -> dict[str, Any
             "last_batch": int(metrics["batch_id"]) if metrics.get("batch_id") else None,
             "last_batch_age_s": round(time.time() - emitted / 1000, 1) if emitted else None,
             "offsets_behind_latest": behind, "rows_per_s": rate,
-            "eta_s": round(behind / rate, 1) if behind and rate > 0 else (0.0 if behind == 0 else None)}
+            "eta_s": round(behind / rate, 1) if behind and rate > 0 else (0.0 if behind == 0 else None),
+            "redis_data": _redis_data(cfg, fenced)}
+
+
+def _redis_data(cfg: KappaConfig, fenced: bool) -> str:
+    """``present`` (the fence is there), ``lost`` (gone while its query committed batches), ``none yet``."""
+    from jobs.streaming.state import checkpoint_path, last_offsets
+
+    if fenced:
+        return "present"
+    checkpoint = checkpoint_path(cfg.lake.checkpoint_root, cfg.streaming.query_name)
+    return "lost" if last_offsets(checkpoint) is not None else "none yet"
 
 
 def status(base: KappaConfig) -> list[dict[str, Any]]:

@@ -73,5 +73,8 @@ def test_summaries_name_a_lost_view_instead_of_asking_whether_the_job_runs(
                               capture_output=True, timeout=120, check=False)
         assert "gone from Redis" in lost.stdout and "docs/runbooks/redis-lost.md" in lost.stdout, lost.stdout
         assert "is the streaming job running?" not in lost.stdout
+        status = subprocess.run([*KAPPA, "reprocess", "status"], env=env, cwd=REPO, text=True,
+                                capture_output=True, timeout=120, check=False)
+        assert "Redis data is LOST" in status.stdout and "None" not in status.stdout, status.stdout
     finally:
         _drop(redis_client, s.redis_prefix)
