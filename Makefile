@@ -45,7 +45,7 @@ demo: setup  ## Run the main job on the embedded stack
 	$(BIN)/kappa demo
 
 lint: setup  ## ruff and mypy on the code (also the first step of `make test`)
-	$(BIN)/ruff check jobs tests bench dags
+	$(BIN)/ruff check jobs pipelines tests bench dags
 	$(BIN)/mypy
 
 lock:  ## Re-resolve requirements/lock.txt from requirements/main.in

@@ -210,12 +210,13 @@ def _register_subcommands() -> None:
     from jobs.common import spark_cli
     from jobs.loader import cli as loader_cli
     from jobs.orchestration import cli as airflow_cli
+    from jobs.pipelines import cli as pipelines_cli
     from jobs.reprocess import cli as reprocess_cli
     from jobs.serve import cli as serve_cli
     from jobs.streaming import cli as streaming_cli
 
     for module in (collector_cli, streaming_cli, reprocess_cli, loader_cli, batch_cli, serve_cli,
-                   airflow_cli, spark_cli):
+                   airflow_cli, spark_cli, pipelines_cli):
         module.register(app)
 
 

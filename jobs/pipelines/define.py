@@ -1,0 +1,87 @@
+"""The Python side of a pipeline: what its ``code`` file registers (docs/reference/pipeline-yaml.md).
+
+A pipeline's code file makes one :class:`Definitions` and registers its functions on it::
+
+    from jobs.pipelines import Reject, definitions
+
+    pipeline = definitions(__file__)
+    pipeline.analyzed_schema = ANALYZED          # pyarrow schema of the analyzed record
+
+    @pipeline.parse                               # bytes (+ key, params) -> record dict, or Reject
+    def parse(value, key, params): ...
+
+    @pipeline.analyze                             # record + its key's state -> (analyzed, new state)
+    def analyze(record, previous, params): ...
+
+    @pipeline.gold("flags_by_country_daily")      # silver DataFrame -> gold rows, by date
+    def flags_by_country_daily(silver): ...
+
+The engine finds the object by its type, so the variable's name is free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from jobs.common.errors import KappaError
+
+Parse = Callable[[bytes, bytes | None, dict[str, Any]], dict[str, Any]]
+Analyze = Callable[[dict[str, Any], Any, dict[str, Any]], tuple[dict[str, Any], Any]]
+
+
+class Reject(KappaError):
+    """A record that goes to the dead-letter topic, with its reason (one of ``reasons``)."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason, self.detail = reason, detail
+
+
+@dataclass
+class Definitions:
+    """Everything a pipeline's code registers."""
+
+    path: Path
+    analyzed_schema: pa.Schema | None = None
+    reasons: tuple[str, ...] = ()
+    """The dead-letter reasons ``parse`` may give."""
+    parse_fn: Parse | None = None
+    analyze_fn: Analyze | None = None
+    gold_fns: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    lake_queries: dict[str, Callable[..., Any]] = field(default_factory=dict)
+
+    def parse(self, fn: Parse) -> Parse:
+        """Register the record parser (decorator)."""
+        self.parse_fn = fn
+        return fn
+
+    def analyze(self, fn: Analyze) -> Analyze:
+        """Register the per-record transform (decorator)."""
+        self.analyze_fn = fn
+        return fn
+
+    def gold(self, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Register a gold transform under ``name`` (decorator factory)."""
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            self.gold_fns[name] = fn
+            return fn
+
+        return register
+
+    def lake_query(self, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Register a query of the lake that reconcile compares with a view (decorator factory)."""
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            self.lake_queries[name] = fn
+            return fn
+
+        return register
+
+
+def definitions(code_file: str) -> Definitions:
+    """The object a pipeline's code file registers its functions on (``definitions(__file__)``)."""
+    return Definitions(Path(code_file).resolve())

@@ -1,0 +1,105 @@
+"""Finding and loading pipelines: ``<path>/<name>/pipeline.yaml`` plus the code file it names.
+
+The paths searched are the project's ``pipelines/`` folder, then any in ``KAPPA_PIPELINES_PATH``
+(separated by ``os.pathsep``), so a pipeline kept elsewhere (a team's repository, a test's
+folder) needs no change inside the project. Loading never raises for a broken pipeline: it
+returns what it could read and the problems, each one line (:mod:`jobs.pipelines.validate`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from jobs.common.config import PROJECT_ROOT
+from jobs.pipelines.define import Definitions
+from jobs.pipelines.spec import PipelineSpec
+
+SPEC_FILE = "pipeline.yaml"
+PATH_ENV = "KAPPA_PIPELINES_PATH"
+
+
+@dataclass
+class Loaded:
+    """One pipeline folder as loaded: its spec and code when they could be read, and problems."""
+
+    folder: Path
+    spec: PipelineSpec | None = None
+    code: Definitions | None = None
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        """The declared name, else the folder's."""
+        return self.spec.name if self.spec is not None else self.folder.name
+
+
+def search_paths(environ: dict[str, str] | None = None) -> list[Path]:
+    """Where pipeline folders are looked for, in order."""
+    environ = dict(os.environ) if environ is None else environ
+    extra = [Path(p) for p in environ.get(PATH_ENV, "").split(os.pathsep) if p.strip()]
+    return [PROJECT_ROOT / "pipelines", *extra]
+
+
+def discover(environ: dict[str, str] | None = None) -> list[Path]:
+    """Every folder holding a ``pipeline.yaml`` under the search paths."""
+    found: list[Path] = []
+    for root in search_paths(environ):
+        if root.is_dir():
+            found += sorted(p.parent for p in root.glob(f"*/{SPEC_FILE}"))
+    return found
+
+
+def load(folder: Path) -> Loaded:
+    """Read a pipeline folder's spec and import its code."""
+    loaded = Loaded(folder)
+    try:
+        data = yaml.safe_load((folder / SPEC_FILE).read_text())
+        loaded.spec = PipelineSpec.model_validate(data)
+    except (OSError, yaml.YAMLError) as exc:
+        loaded.problems.append(f"{SPEC_FILE}: cannot be read ({_one_line(exc)}); fix the file")
+        return loaded
+    except ValidationError as exc:
+        loaded.problems += [f"{SPEC_FILE}: {'.'.join(map(str, err['loc']))}: {err['msg']}"
+                            for err in exc.errors()]
+        return loaded
+    if loaded.spec.name != folder.name:
+        loaded.problems.append(f"{SPEC_FILE}: name {loaded.spec.name!r} differs from its folder "
+                               f"{folder.name!r}; rename one of them")
+    loaded.code, problem = _import(folder / loaded.spec.code, loaded.spec.name)
+    if problem:
+        loaded.problems.append(problem)
+    return loaded
+
+
+def _import(path: Path, name: str) -> tuple[Definitions | None, str | None]:
+    """Import a code file and find its :class:`Definitions` (module name ``kappa_pipeline_<name>``)."""
+    if not path.is_file():
+        return None, f"code: {path.name} does not exist beside pipeline.yaml; create it or fix `code:`"
+    module_name = f"kappa_pipeline_{name}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        return None, f"code: {path.name} cannot be imported; it must be a Python file"
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # the pipeline's own code: any error is reported, never raised
+        sys.modules.pop(module_name, None)
+        return None, f"code: importing {path.name} failed: {type(exc).__name__}: {_one_line(exc)}"
+    found = [value for value in vars(module).values() if isinstance(value, Definitions)]
+    if len(found) != 1:
+        return None, (f"code: {path.name} defines {len(found)} `definitions(__file__)` objects; "
+                      "define exactly one")
+    return found[0], None
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else repr(exc)

@@ -1,0 +1,1 @@
+"""The RSVP pipeline: Meetup-style RSVP events (the platform's reference workload)."""

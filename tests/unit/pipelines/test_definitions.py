@@ -1,0 +1,121 @@
+"""Pipeline definitions: the shipped RSVP pipeline validates; each kind of mistake is one line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from jobs.pipelines.registry import PATH_ENV, discover, load
+from jobs.pipelines.validate import problems
+from tests.conftest import KAPPA, REPO
+
+SPEC = """\
+name: {name}
+code: pipeline.py
+source: {{topic: {name}.raw, key: id}}
+outputs:
+  analyzed: {{topic: {name}.out}}
+  dlq: {{topic: {name}.dlq, partitions: 1}}
+streaming: {{query_name: {name}-live, redis_prefix: {name}}}
+views:
+  per_colour: {{kind: {kind}, key: colour{extra}}}
+tables:
+  silver.{name}: {{topic: {name}.out, dedup_key: [id]}}
+"""
+CODE = """\
+import pyarrow as pa
+from jobs.pipelines import definitions
+
+pipeline = definitions(__file__)
+pipeline.analyzed_schema = pa.schema([("id", pa.int64()), ("colour", pa.string()),
+                                      ("event_time_ms", pa.int64())])
+
+@pipeline.parse
+def parse(value, key, params):
+    return {{}}
+
+@pipeline.analyze
+def analyze(record, previous, params):
+    return record, None
+{more}"""
+
+
+def write(root: Path, name: str, *, folder: str | None = None, kind: str = "counter", extra: str = "",
+          code: str = "") -> Path:
+    folder_path = root / (folder or name)
+    folder_path.mkdir(parents=True)
+    (folder_path / "pipeline.yaml").write_text(SPEC.format(name=name, kind=kind, extra=extra))
+    (folder_path / "pipeline.py").write_text(CODE.format(more=code))
+    return folder_path
+
+
+def lines_of(*folders: Path) -> list[str]:
+    return problems([load(folder) for folder in folders])
+
+
+def test_the_shipped_rsvp_pipeline_is_valid() -> None:
+    [rsvp] = [folder for folder in discover({}) if folder.name == "rsvp"]
+    assert lines_of(rsvp) == []
+    spec = load(rsvp).spec
+    assert spec is not None and spec.source.topic == "rsvps.raw"
+    assert {name: view.kind for name, view in spec.views.items()} == {
+        "cities": "tumbling", "topics": "sliding", "topics_all": "counter", "members": "distinct",
+        "event": "entity"}
+
+
+def test_a_tiny_pipeline_is_valid(tmp_path: Path) -> None:
+    assert lines_of(write(tmp_path, "tiny")) == []
+
+
+@pytest.mark.parametrize(("kwargs", "expected"), [
+    ({"kind": "histogram"}, "views.per_colour: Input tag 'histogram' found using 'kind' does not match"),
+    ({"kind": "sliding", "extra": ", window_s: 600, slide_s: 70"},
+     "window_s 600 is not a multiple of slide_s 70"),
+    ({"kind": "counter", "extra": ", colour_bucket: 3"},
+     "views.per_colour.counter.colour_bucket: Extra inputs"),
+    ({"folder": "other"}, "name 'tiny' differs from its folder 'other'"),
+    ({"code": "raise RuntimeError('no database here')\n"},
+     "code: importing pipeline.py failed: RuntimeError: no database here"),
+])
+def test_each_mistake_is_one_line_naming_the_pipeline_and_the_place(tmp_path: Path, kwargs, expected) -> None:
+    [line] = lines_of(write(tmp_path, "tiny", **kwargs))
+    assert line.startswith("pipeline tiny: ") and expected in line, line
+    assert "\n" not in line and "Traceback" not in line
+
+
+def test_fields_gold_transforms_and_shared_names_are_checked(tmp_path: Path) -> None:
+    folder = write(tmp_path, "tiny", kind="tumbling", extra=", window_s: 60")
+    spec = (folder / "pipeline.yaml").read_text().replace("key: colour", "key: shade")
+    spec += "  gold.tiny_daily: {gold: tiny_daily}\n"
+    (folder / "pipeline.yaml").write_text(spec)
+    assert lines_of(folder) == [
+        "pipeline tiny: views.per_colour: field 'shade' is not in the analyzed schema; add it to the "
+        "schema or name another field",
+        "pipeline tiny: tables.gold.tiny_daily: gold transform 'tiny_daily' is not registered; add "
+        "@pipeline.gold('tiny_daily') to the code"]
+
+    twin = write(tmp_path / "more", "twin")
+    (twin / "pipeline.yaml").write_text((twin / "pipeline.yaml").read_text().replace(
+        "redis_prefix: twin", "redis_prefix: tiny"))
+    shared = [line for line in lines_of(folder, twin) if line.startswith("pipelines ")]
+    assert shared == ["pipelines tiny, twin: Redis prefix 'tiny' is declared by each; give each "
+                      "pipeline its own"]
+
+
+def test_the_cli_validates_with_one_line_per_problem_and_exit_1(tmp_path: Path) -> None:
+    write(tmp_path, "tiny", kind="sliding", extra=", window_s: 600, slide_s: 70")
+    env = {**os.environ, PATH_ENV: str(tmp_path)}
+    done = subprocess.run([*KAPPA, "pipelines", "validate", "tiny"], env=env, cwd=REPO, text=True,
+                          capture_output=True, timeout=120, check=False)
+    assert done.returncode == 1, done.stdout + done.stderr
+    [line] = done.stdout.splitlines()
+    assert line.startswith("pipeline tiny: pipeline.yaml: views.per_colour") and "slide_s 70" in line
+    unknown = subprocess.run([*KAPPA, "pipelines", "show", "nope"], env=env, cwd=REPO, text=True,
+                             capture_output=True, timeout=120, check=False)
+    assert unknown.returncode == 2 and unknown.stderr.startswith("error: no pipeline 'nope'"), unknown.stderr
+    listed = subprocess.run([*KAPPA, "pipelines", "list"], env=env, cwd=REPO, text=True,
+                            capture_output=True, timeout=120, check=True)
+    assert "rsvp: source rsvps.raw" in listed.stdout and "tiny (invalid" in listed.stdout
