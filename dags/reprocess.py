@@ -6,7 +6,9 @@ compares them, and after a human approval switches every reader to it
 
 * **start**: version N's topics and its live job from the earliest retained offset (idempotent);
 * **wait_caught_up**: a sensor in reschedule mode (no worker slot held between pokes) until
-  N's job is at most `max_behind` records behind; fails if N's job does not run;
+  N's job is at most `max_behind` records behind (empty, the default: no further behind than
+  the current version's live job, so it catches up under live traffic); fails if N's job does
+  not run;
 * **diff**: N against the current version key by key; the JSON report under
   `<stack.data_dir>/reprocess/`, the counts as XCom and in the approval's text;
 * **approve**: human in the loop (Browse -> Required Actions, or the task's page). Reject skips
@@ -54,8 +56,9 @@ log). Approve to make v{{ params.version }} current; v{{ d.current }} is retired
     tags=["kappa", "reprocess", "views"],
     params={
         "version": Param(type="integer", minimum=2, description="the new view version (2, 3, ...)"),
-        "max_behind": Param(0, type="integer", minimum=0,
-                            description="caught up: at most this many records behind"),
+        "max_behind": Param(None, type=["null", "integer"], minimum=0,
+                            description="caught up: at most this many records behind (empty: no "
+                                        "further behind than the current version's live job)"),
         "grace_minutes": Param(60, type="number", minimum=0, maximum=10_080,
                                description="wait after promote before retiring the previous version"),
     },

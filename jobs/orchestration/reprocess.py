@@ -46,17 +46,23 @@ def start_version(version: int) -> dict[str, Any]:
         raise no_retry(exc) from exc
 
 
-def version_caught_up(version: int, max_behind: int) -> bool:
+def version_caught_up(version: int, max_behind: int | None) -> bool:
     """One poke: whether version N's job runs and is at most ``max_behind`` records behind.
+
+    ``max_behind`` None: no further behind than the current version's live job, as ``kappa
+    reprocess promote`` waits by default.
 
     Raises:
         ReprocessError: the version's job does not run (it would never catch up).
     """
     from jobs.common.views import read_views
-    from jobs.reprocess.core import ReprocessError, caught_up, version_status
+    from jobs.reprocess.core import ReprocessError, caught_up, live_bound, version_status
 
     cfg = _config()
-    row = version_status(cfg, version, read_views(cfg).state(version))
+    views = read_views(cfg)
+    row = version_status(cfg, version, views.state(version))
+    if max_behind is None:
+        max_behind = live_bound(version_status(cfg, views.current, views.state(views.current)))
     _say(f"version {version}: {row['offsets_behind_latest']} records behind (at most {max_behind} wanted), "
          f"{row['rows_per_s']:.0f} rows/s, eta {row['eta_s']} s, job pid {row['running_pid']}")
     if row["running_pid"] is None:
@@ -85,7 +91,7 @@ def diff_report(version: int) -> dict[str, Any]:
             "only_in_version": len(report["only_in_version"]), "report": str(path)}
 
 
-def promote_version(version: int, max_behind: int) -> dict[str, Any]:
+def promote_version(version: int, max_behind: int | None) -> dict[str, Any]:
     """``kappa reprocess promote``: wait for catch-up, switch the pointer, stop the old job."""
     from jobs.reprocess.core import promote
 

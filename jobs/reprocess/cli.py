@@ -94,14 +94,15 @@ def diff(version: Annotated[int, VERSION_OPTION],
 
 @reprocess_app.command("promote")
 def promote(version: Annotated[int, VERSION_OPTION],
-            max_behind: Annotated[int, typer.Option(
-                "--max-behind", help="Caught up: the job's last batch left at most this many records.")] = 0,
+            max_behind: Annotated[int | None, typer.Option(
+                "--max-behind", help="Caught up: the job's last batch left at most this many records "
+                                     "(default: no further behind than the current version's job).")] = None,
             timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for catch-up.")] = 600,
             as_json: Annotated[bool, JSON_OPTION] = False) -> None:
     """Wait until version N has caught up, make it current, stop the old version's live job."""
     from jobs.reprocess.core import promote as promoting
 
-    if max_behind < 0 or timeout <= 0:
+    if (max_behind is not None and max_behind < 0) or timeout <= 0:
         raise ConfigError("--max-behind must be >= 0 and --timeout > 0")
     result = promoting(load_config(), _version(version), max_behind=max_behind, timeout_s=timeout,
                        progress=progress)

@@ -126,15 +126,33 @@ def status(base: KappaConfig) -> list[dict[str, Any]]:
             sorted(views.live(), key=lambda v: (v != views.current, v))]
 
 
-def caught_up(row: dict[str, Any], max_behind: int) -> bool:
-    """Whether a version's job runs and its last batch left it at most ``max_behind`` behind."""
+def caught_up(row: dict[str, Any], max_behind: int | None, live: dict[str, Any] | None = None) -> bool:
+    """Whether a version's job runs and its last batch left it at most ``max_behind`` behind.
+
+    ``max_behind`` None: no further behind than the current version's running job (``live``),
+    whose batches leave behind the records that arrived while they ran; 0 when it does not run
+    or reports nothing.
+    """
     behind = row["offsets_behind_latest"]
-    return row["running_pid"] is not None and behind is not None and behind <= max_behind
+    if row["running_pid"] is None or behind is None:
+        return False
+    return behind <= (max_behind if max_behind is not None else live_bound(live))
 
 
-def promote(base: KappaConfig, version: int, *, max_behind: int, timeout_s: float,
+def live_bound(live: dict[str, Any] | None) -> int:
+    """How far behind the current version's running job is (0 when it does not run or report)."""
+    if live is None or live["running_pid"] is None or live["offsets_behind_latest"] is None:
+        return 0
+    return int(live["offsets_behind_latest"])
+
+
+def promote(base: KappaConfig, version: int, *, max_behind: int | None, timeout_s: float,
             progress: Progress) -> dict[str, Any]:
-    """Wait until N has caught up, make it current, then stop the old version's live job."""
+    """Wait until N has caught up, make it current, then stop the old version's live job.
+
+    ``max_behind`` None waits until N is no further behind than the current version (see
+    :func:`caught_up`); an int waits until N's last batch left at most that many records.
+    """
     views = read_views(base)
     if version == views.current:
         raise ReprocessError(f"view version {version} is already current")
@@ -142,13 +160,19 @@ def promote(base: KappaConfig, version: int, *, max_behind: int, timeout_s: floa
         raise ReprocessError(f"view version {version} is {views.state(version)}, not being built: "
                              f"start it first (`kappa reprocess start --version {version}`)")
     deadline = time.monotonic() + timeout_s
-    while not caught_up(row := version_status(base, version, BUILDING), max_behind):
+    while True:
+        row = version_status(base, version, BUILDING)
+        live = version_status(base, views.current, views.state(views.current)) if max_behind is None else None
+        bound = max_behind if max_behind is not None else live_bound(live)
+        if caught_up(row, bound):
+            break
         if time.monotonic() > deadline:
             raise ReprocessError(
                 f"version {version} has not caught up in {timeout_s:.0f} s (job pid {row['running_pid']}, "
-                f"{row['offsets_behind_latest']} records behind, more than {max_behind}); "
+                f"{row['offsets_behind_latest']} records behind, more than {bound}); "
                 "nothing switched: check `kappa reprocess status` and retry")
-        progress(f"version {version}: {row['offsets_behind_latest']} records behind, eta {row['eta_s']} s")
+        progress(f"version {version}: {row['offsets_behind_latest']} records behind (at most {bound} "
+                 f"wanted), eta {row['eta_s']} s")
         time.sleep(2)
     old = views.current
     switch_current(base, version, old)

@@ -105,6 +105,10 @@ class Hub:
         self.subscribers: set[Subscriber] = set()
         self.received = 0
         self.skipped = 0
+        self.delivered: dict[tuple[str, int], int] = {}
+        """Highest source offset per source partition fanned out (analyzed records)."""
+        self.source_floor: dict[tuple[str, int], int] = {}
+        """Source positions the previous version's stream delivered: not sent again after a switch."""
         self._on_overflow = on_overflow or (lambda: None)
 
     def publish(self, records: list[Record]) -> None:
@@ -116,6 +120,9 @@ class Hub:
                 self.skipped += 1
                 continue
             offsets[record.partition] = record.offset + 1
+            if record.source is not None and not self._first_delivery(record.source):
+                self.skipped += 1
+                continue
             stamped = record.with_id(positions.encode(self.position, self.version))
             self.received += 1
             if ring.maxlen:
@@ -128,6 +135,19 @@ class Hub:
             for subscriber in list(subscribers):
                 if not subscriber.offer(stamped):
                     self._on_overflow()
+
+    def before_switch(self, record: Record) -> bool:
+        """Whether the previous version's stream delivered this analyzed record's source position."""
+        return record.source is not None and record.source[2] <= self.source_floor.get(record.source[:2], -1)
+
+    def _first_delivery(self, source: tuple[str, int, int]) -> bool:
+        """Whether a source position is new to the clients (then remember it as delivered)."""
+        key, offset = source[:2], source[2]
+        if offset <= self.source_floor.get(key, -1):
+            return False
+        if offset > self.delivered.get(key, -1):
+            self.delivered[key] = offset
+        return True
 
     def skip(self, stream: str, partition: int, low: int) -> Status | None:
         """The shared feed lost ``[position, low)`` to retention: move on and tell every client.
@@ -175,7 +195,11 @@ class Hub:
 
         Each subscriber gets ``status`` (``view_switched``) and then the new version's records,
         whose ids carry the new version; its resume floor belonged to the old topics and goes.
+        The new version's analyzed records of source positions delivered before are dropped
+        (``start`` lies at or before the first new one: jobs/serve/continuity.py).
         """
+        self.source_floor = {key: max(offset, self.source_floor.get(key, -1))
+                             for key, offset in self.delivered.items()}
         self.version = version
         self.position, self.ring_start = positions.copy(start), positions.copy(start)
         self.ring.clear()

@@ -19,13 +19,14 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from jobs.common.kafka.client import admin_config
+from jobs.serve import continuity
 from jobs.serve.records import Record, build_record
 
 logger = logging.getLogger(__name__)
@@ -65,7 +66,9 @@ class SharedFeed:
 
     def __init__(self, stream: str, topic: str, client_config: dict[str, Any], batch: int,
                  deliver: Callable[[list[Record]], None], *,
-                 on_gap: Callable[[str, int, int], None] | None = None) -> None:
+                 on_gap: Callable[[str, int, int], None] | None = None,
+                 after: Mapping[tuple[str, int], int] | None = None) -> None:
+        """``after``: source positions already delivered; start where they end (a view switch)."""
         self.stream, self.topic, self.batch = stream, topic, batch
         self._deliver = deliver
         self._on_gap = on_gap or (lambda stream, partition, low: None)
@@ -73,7 +76,9 @@ class SharedFeed:
         # or records were deleted) the hub must tell every client what was lost.
         self._consumer = consumer(client_config, stream, **{"auto.offset.reset": "error"})
         try:
-            self.start_offsets = [high for _, high in watermarks(self._consumer, topic)]
+            bounds = watermarks(self._consumer, topic)
+            self.start_offsets = ([high for _, high in bounds] if after is None
+                                  else continuity.start_offsets(self._consumer, topic, bounds, after))
         except BaseException:
             self._consumer.close()  # a topic that is not readable: nothing would close it
             raise

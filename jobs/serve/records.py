@@ -38,6 +38,8 @@ class Record:
     city: str | None = None
     kind: str | None = None
     event_id: str = ""
+    source: tuple[str, int, int] | None = None
+    """An analyzed record's source position (source_topic, source_partition, source_offset)."""
     sse: bytes = b""
     ws: str = ""
 
@@ -84,7 +86,15 @@ def build_record(stream: str, partition: int, offset: int, timestamp_ms: int,
     text = value.decode() if value and b"\n" not in value else json.dumps(obj, separators=(",", ":"))
     kind = obj.get("kind") if stream == "summaries" else None
     return Record(stream, partition, offset, timestamp_ms, text, _topics(obj, kind),
-                  _fold(obj.get("city")), kind)
+                  _fold(obj.get("city")), kind, source=source_of(obj))
+
+
+def source_of(obj: dict[str, Any]) -> tuple[str, int, int] | None:
+    """An analyzed record's source position, or None when it carries none."""
+    topic, partition, offset = obj.get("source_topic"), obj.get("source_partition"), obj.get("source_offset")
+    if isinstance(topic, str) and isinstance(partition, int) and isinstance(offset, int):
+        return topic, partition, offset
+    return None
 
 
 def _topics(obj: dict[str, Any], kind: Any) -> frozenset[str]:

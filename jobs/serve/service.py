@@ -118,8 +118,12 @@ class Service:
         logger.info("serve started version=%d topics=%s position=%s", self.version, self.topics,
                     self.hub.state()["position"])
 
-    async def _start_feeds(self, loop: asyncio.AbstractEventLoop) -> None:
-        """One shared consumer per stream of the served version (not started yet)."""
+    async def _start_feeds(self, loop: asyncio.AbstractEventLoop,
+                           after: dict[tuple[str, int], int] | None = None) -> None:
+        """One shared consumer per stream of the served version (not started yet).
+
+        ``after`` (a switch): the analyzed feed starts where those source positions end.
+        """
         serve = self.cfg.serve
 
         self._generation += 1  # what the feeds of a previous version still deliver is dropped
@@ -133,7 +137,8 @@ class Service:
 
         for stream in STREAMS:
             self.feeds[stream] = await loop.run_in_executor(
-                self.pool, partial(SharedFeed, on_gap=on_gap), stream, self.topics[stream], self.kafka,
+                self.pool, partial(SharedFeed, on_gap=on_gap, after=after if stream == "analyzed" else None),
+                stream, self.topics[stream], self.kafka,
                 serve.consumer_batch, deliver)
 
     async def _follow_views(self) -> None:
@@ -202,7 +207,7 @@ class Service:
             await asyncio.to_thread(feed.stop)
         view = version_config(self.cfg, version)
         self.topics, self.prefix, self.version = stream_topics(view), view.streaming.redis_prefix, version
-        await self._start_feeds(loop)
+        await self._start_feeds(loop, after=dict(self.running_hub().delivered))
         self.running_hub().switch({s: list(f.start_offsets) for s, f in self.feeds.items()}, version,
                                   Status("view_switched", {
                                       "version": version, "previous": previous, "topics": self.topics,

@@ -131,8 +131,8 @@ async def _read_kafka(service: Service, subscriber: Subscriber, streams: set[str
             out: list[Item] = []
             for record in records:
                 current[record.stream][record.partition] = record.offset + 1
-                if subscriber.filter.matches(record):
-                    out.append(record.with_id(positions.encode(current)))
+                if subscriber.filter.matches(record) and not hub.before_switch(record):
+                    out.append(record.with_id(positions.encode(current, hub.version)))
             if out:
                 yield out
     finally:

@@ -105,7 +105,8 @@ async def sse_stream(request: Request, *, stream: StreamParam = None, topic: Top
 async def _sse_body(service: Service, subscriber: Subscriber,
                     resume: positions.Vector | None) -> AsyncIterator[bytes]:
     hub = service.running_hub()
-    start = positions.encode(positions.merge_missing(resume, hub.position) if resume else hub.position)
+    start = positions.encode(positions.merge_missing(resume, hub.position) if resume else hub.position,
+                             hub.version)
     hello = session.welcome(service, subscriber, start)
     service.metrics.clients.labels("sse").inc()
     sent = service.metrics.sent.labels("sse")
@@ -170,7 +171,8 @@ async def _ws_send(service: Service, websocket: WebSocket, subscriber: Subscribe
     hub = service.running_hub()
     timeout = service.cfg.serve.send_timeout_s
     sent = service.metrics.sent.labels("ws")
-    start = positions.encode(positions.merge_missing(resume, hub.position) if resume else hub.position)
+    start = positions.encode(positions.merge_missing(resume, hub.position) if resume else hub.position,
+                             hub.version)
     await websocket.send_text(session.welcome(service, subscriber, start).ws)
     async for batch in session.items(service, subscriber, resume):
         for item in batch:

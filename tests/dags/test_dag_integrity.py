@@ -118,6 +118,6 @@ def test_reprocess_structure_waits_without_a_slot_and_gates_promote_on_a_human(d
     approve = dag.get_task("approve")
     assert isinstance(approve, ApprovalOperator) and approve.options == ["Approve", "Reject"]
     assert not approve.fail_on_reject  # a rejection skips promote and retire: nothing fails
-    assert dag.params["max_behind"] == 0 and dag.params["grace_minutes"] == 60
+    assert dag.params["max_behind"] is None and dag.params["grace_minutes"] == 60
     schema = dag.params.get_param("version").schema
     assert schema["type"] == "integer" and schema["minimum"] == 2

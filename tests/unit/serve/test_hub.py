@@ -102,3 +102,26 @@ def test_a_live_gap_reaches_subscribers_in_order_and_the_ring_stops_covering_it(
                                            {"analyzed": [5], "summaries": [0]})] == [5]
 
     asyncio.run(run())
+
+
+def sourced(partition: int, offset: int, source_partition: int, source_offset: int):
+    value = json.dumps({"city": "Oslo", "topics": ["Salsa"], "source_topic": "rsvps.raw",
+                        "source_partition": source_partition, "source_offset": source_offset}).encode()
+    return build_record("analyzed", partition, offset, 0, value)
+
+
+def test_after_a_switch_each_source_position_reaches_a_client_once():
+    async def run() -> list[tuple[int, int]]:
+        hub = Hub({"analyzed": [0, 0], "summaries": [0]}, ring_size=100)
+        subscriber = Subscriber(make_filter(["analyzed"], None, None, 5), 100, 0.8)
+        hub.attach(subscriber)
+        # version 1 delivered source partition 0 up to 4 and partition 1 up to 2
+        hub.publish([sourced(0, o, 0, o) for o in range(5)] + [sourced(1, o, 1, o) for o in range(3)])
+        hub.switch({"analyzed": [0, 0], "summaries": [0]}, 2, Status("view_switched"))
+        # version 2 from before that point: analyzed again, interleaved, and further
+        hub.publish([sourced(0, o, 0, o) for o in range(8)] + [sourced(1, o, 1, o) for o in range(5)])
+        items = await subscriber.take(100)
+        return [r.source[1:] for r in items if not isinstance(r, Status)]
+
+    delivered = asyncio.run(run())
+    assert sorted(delivered) == [(0, o) for o in range(8)] + [(1, o) for o in range(5)]
