@@ -15,6 +15,7 @@ help:  ## List the targets
 
 setup: $(VENV)/.installed $(CHECKOV_VENV)/.installed  ## Create .venv and .venv-checkov (idempotent)
 	@bash scripts/ensure-chromium.sh  # Debian's chromium for the dashboard browser test
+	@bash scripts/ensure-prometheus.sh  # Debian's prometheus (promtool) and alertmanager: alert tests, kappa monitor
 
 $(VENV)/.installed: requirements/lock.txt pyproject.toml
 	@bash scripts/check-prereqs.sh "$(PYTHON)"

@@ -177,8 +177,10 @@ def topics_list(
 def doctor(as_json: bool = JSON_OPTION) -> None:
     """Check Java, Python, Spark and the services; explain the Kafka and Delta backend choice."""
     from jobs.common.doctor import run_doctor
+    from jobs.monitoring.local import doctor_check
 
     report = run_doctor(config())
+    report["checks"].append(doctor_check(config()))
     if as_json:
         console.print_json(json.dumps(report))
     else:
@@ -209,6 +211,7 @@ def _register_subcommands() -> None:
     from jobs.collector import cli as collector_cli
     from jobs.common import spark_cli
     from jobs.loader import cli as loader_cli
+    from jobs.monitoring import cli as monitoring_cli
     from jobs.orchestration import cli as airflow_cli
     from jobs.pipelines import cli as pipelines_cli
     from jobs.reprocess import cli as reprocess_cli
@@ -216,7 +219,7 @@ def _register_subcommands() -> None:
     from jobs.streaming import cli as streaming_cli
 
     for module in (collector_cli, streaming_cli, reprocess_cli, loader_cli, batch_cli, serve_cli,
-                   airflow_cli, spark_cli, pipelines_cli):
+                   airflow_cli, spark_cli, monitoring_cli, pipelines_cli):
         module.register(app)
 
 

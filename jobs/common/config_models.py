@@ -18,7 +18,7 @@ from pydantic import (
     model_validator,
 )
 
-from jobs.common.config_sections import AirflowConfig, LoaderConfig, Section, ServeConfig
+from jobs.common.config_sections import AirflowConfig, LoaderConfig, MonitoringConfig, Section, ServeConfig
 
 MASK = "**********"
 # librdkafka properties flagged _RK_SENSITIVE in rdkafka_conf.c (plus the alias of one):
@@ -255,4 +255,5 @@ class KappaConfig(Section):
     streaming: StreamingConfig = StreamingConfig()
     loader: LoaderConfig = LoaderConfig()
     serve: ServeConfig = ServeConfig()
+    monitoring: MonitoringConfig = MonitoringConfig()
     topics: dict[str, TopicSpec] = Field(default_factory=dict)

@@ -53,6 +53,15 @@ class LoaderConfig(Section):
     slowest_reader_lag_h: int = Field(default=24, ge=0)  # oldest snapshot a reader may still read
 
 
+class MonitoringConfig(Section):
+    """The metrics exporter (``kappa metrics serve``) and local Prometheus (docs/runbooks/monitoring.md)."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=19464, ge=0, le=65535)
+    cache_s: float = Field(default=5.0, ge=0)  # a scrape within this long of the last reads Redis/Kafka once
+    airflow_url: str | None = None  # Airflow API base (e.g. http://127.0.0.1:18280): scheduler health
+
+
 class ServeConfig(Section):
     """The data access tier (``kappa serve``, docs/api.md); owned by jobs/serve.
 

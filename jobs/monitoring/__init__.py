@@ -1,0 +1,1 @@
+"""Monitoring: a Prometheus exporter of what the tiers publish (``kappa metrics serve``)."""
