@@ -114,7 +114,7 @@ def run_on_service(cfg: KappaConfig, op: str, args: dict[str, Any],
         progress(f"spark: a cold local Spark (the Spark service pid {state.pid} does not answer: {exc})")
         return COLD
     with conn, _relay_stop(conn):
-        conn.send((op, cfg, args))
+        conn.send((op, cfg, {**args, "nice": os.getpriority(os.PRIO_PROCESS, 0)}))  # served at it
         return _follow(conn, state, progress)
 
 

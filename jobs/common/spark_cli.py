@@ -88,5 +88,7 @@ def status(as_json: Annotated[bool, JSON_OPTION] = False) -> None:
         typer.echo(json.dumps({"attach": choice.attach, "reason": choice.reason, "service": choice.info}))
     else:
         typer.echo(f"spark: {'service' if choice.attach else 'cold'}: {choice.reason}")
+        if choice.info and choice.info.get("nice_note"):
+            typer.echo(f"spark: note: {choice.info['nice_note']}")
     if not choice.attach:
         raise typer.Exit(1)

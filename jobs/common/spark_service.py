@@ -17,6 +17,12 @@ random key in a 0600 state file under ``<stack.data_dir>/run``), registers itsel
 A request carries the client's config; the service refuses one whose Spark settings fixed at the
 JVM's start differ from its own, or whose code (jobs/) changed since it started: the client then
 runs cold. SIGTERM stops the running job's query, Spark and the JVM, then the process.
+
+Idle, the service and its tree run at the niceness it was started with (``spark.service_nice``);
+for the duration of a request they run at the caller's niceness (the request carries it), so a
+replay attached to the service competes for the CPU as the same replay run cold would. Lowering a
+niceness needs CAP_SYS_NICE: without it the service serves every request at its own niceness and
+says so once in its log and in ``kappa spark status`` (docs/runbooks/spark.md).
 """
 
 from __future__ import annotations
@@ -35,7 +41,15 @@ from typing import Any
 from jobs.common.config import KappaConfig, load_config
 from jobs.common.errors import KappaError
 from jobs.common.processes import register_process
-from jobs.common.spark_state import NAME, ServiceState, code_version, state_path, write_state
+from jobs.common.spark_state import (
+    NAME,
+    ServiceState,
+    can_lower_nice,
+    code_version,
+    set_tree_nice,
+    state_path,
+    write_state,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +84,21 @@ class SparkService:
         self.job_lock = threading.Lock()
         self.stopping = threading.Event()
         self.current: dict[str, Any] = {}
+        self.idle_nice = os.getpriority(os.PRIO_PROCESS, 0)
+        self.follows_caller = can_lower_nice()  # else a niceness raised for a request would stay
+        self.nice_note: str | None = None
+        if self.idle_nice > 0 and not self.follows_caller:
+            self.nice_note = (f"the service cannot lower its niceness (no CAP_SYS_NICE): it runs every "
+                              f"request at niceness {self.idle_nice}, below a caller at 0; run it at "
+                              "`spark.service_nice: 0` (docs/runbooks/spark.md)")
+            logger.warning("%s", self.nice_note)
+
+    def renice(self, nice: int | None) -> None:
+        """Run the service's process tree at niceness ``nice`` (None: its idle niceness)."""
+        wanted = nice if nice is not None and self.follows_caller else self.idle_nice
+        problems = set_tree_nice(os.getpid(), wanted)
+        if problems:
+            logger.warning("could not set the service's niceness to %d: %s", wanted, "; ".join(problems[:3]))
 
     def warm_up(self) -> float:
         """Run one tiny streaming query (jobs/common/spark_warmup.py); return its seconds."""
@@ -119,6 +148,7 @@ class SparkService:
         self.current = {"op": op, "stop": stop, "query": args.get("query_name")}
         watcher = threading.Thread(target=self._watch, args=(conn, stop), daemon=True)
         watcher.start()
+        self.renice(args.get("nice"))
         sender.send(("accepted", self.info()))
 
         def progress(line: str) -> None:
@@ -138,6 +168,7 @@ class SparkService:
             sender.send(("error", f"{type(exc).__name__}: {exc}", 1))
         finally:
             self.current = {}
+            self.renice(None)
 
     def _watch(self, conn: Connection, stop: threading.Event) -> None:
         """Relay the client's stop; a client that went away stops its query (nobody awaits it)."""
@@ -161,7 +192,9 @@ class SparkService:
         """What ``kappa spark status`` shows."""
         return {"pid": os.getpid(), "master": self.cfg.spark.master, "code": self.code,
                 "app_id": self.spark.sparkContext.applicationId,
-                "running": self.current.get("op")}
+                "running": self.current.get("op"), "idle_nice": self.idle_nice,
+                "follows_caller_nice": self.follows_caller,
+                "nice_note": self.nice_note}
 
 
 def _same(key: str, have: str | None, want: str) -> bool:

@@ -3,6 +3,8 @@
 ``<stack.data_dir>/run/spark-service.json`` (0600) holds the service's pid, loopback port, the
 random key a client proves it knows, and the version of the code it runs; the service also
 registers itself as ``spark`` in the platform's process registry (jobs/common/processes.py).
+:func:`set_tree_nice` sets the niceness of the service's process tree (the JVM, its Python workers)
+for the duration of a request.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,3 +73,68 @@ def read_state(cfg: KappaConfig) -> ServiceState | None:
     if not alive(state.pid) or MODULE not in cmdline(state.pid):
         return None
     return state
+
+
+def can_lower_nice() -> bool:
+    """Whether this process may lower a niceness (CAP_SYS_NICE or RLIMIT_NICE; Linux).
+
+    Probed on a thread of its own, discarded after: lowering its niceness by one, then back.
+    """
+    allowed: list[bool] = []
+
+    def probe() -> None:
+        tid = threading.get_native_id()
+        now = os.getpriority(os.PRIO_PROCESS, tid)
+        try:
+            os.setpriority(os.PRIO_PROCESS, tid, max(now - 1, -20))
+            allowed.append(True)
+        except PermissionError:
+            allowed.append(False)
+        finally:
+            os.setpriority(os.PRIO_PROCESS, tid, now)
+
+    thread = threading.Thread(target=probe, name="nice-probe")
+    thread.start()
+    thread.join()
+    return allowed == [True]
+
+
+def set_tree_nice(root: int, nice: int) -> list[str]:
+    """Set every thread of process ``root`` and of its descendants to niceness ``nice`` (Linux).
+
+    Niceness is per thread and a new thread takes its creator's: two passes catch the threads
+    started during the first. Best effort: returns what could not be set, for a log line.
+    """
+    problems: list[str] = []
+    for _ in range(2):
+        for tid in _tree_threads(root):
+            try:
+                if os.getpriority(os.PRIO_PROCESS, tid) != nice:
+                    os.setpriority(os.PRIO_PROCESS, tid, nice)
+            except PermissionError as exc:
+                problems.append(f"thread {tid}: {exc}")
+            except OSError:
+                pass  # a thread that ended meanwhile
+    return problems
+
+
+def _tree_threads(root: int) -> list[int]:
+    """The thread ids of process ``root`` and of all its descendants (/proc)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+    tree = {root}
+    while grown := {pid for pid, parent in parents.items() if parent in tree} - tree:
+        tree |= grown
+    threads: list[int] = []
+    for pid in tree:
+        try:
+            threads += [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
+        except OSError:
+            continue
+    return threads

@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -39,12 +40,12 @@ def _kappa(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.
                           timeout=timeout, check=False)
 
 
-def _replay(env: dict[str, str], query: str, logs: Path) -> tuple[dict, str, float]:
-    """A replay CLI run in a process group of its own; the report, stderr, and how long any
-    process of its group outlived it (s). Its output goes to files: a process that inherited a
-    pipe would hold it open, and waiting for the pipe's end would wait for that process too."""
-    args = [*KAPPA, "stream", "run", "--mode", "replay", "--from", "earliest", "--to", "latest",
-            "--fresh", "--sinks", "redis", "--query", query, "--json"]
+def _replay(env: dict[str, str], query: str, logs: Path, nice: int = 0) -> tuple[dict, str, float]:
+    """A replay CLI run (at niceness ``nice``) in a process group of its own; the report, stderr,
+    and how long any process of its group outlived it (s). Its output goes to files: a process that
+    inherited a pipe would hold it open, and waiting for the pipe's end would wait for that process too."""
+    args = [*(["nice", "-n", str(nice)] if nice else []), *KAPPA, "stream", "run", "--mode", "replay",
+            "--from", "earliest", "--to", "latest", "--fresh", "--sinks", "redis", "--query", query, "--json"]
     out, err = logs / f"{query}.out", logs / f"{query}.err"
     with out.open("w") as stdout, err.open("w") as stderr:
         proc = subprocess.Popen(args, env=env, cwd=REPO, stdout=stdout, stderr=stderr,
@@ -109,6 +110,24 @@ def _start_service(env: dict[str, str]) -> int:
     return int(json.loads(status.stdout)["service"]["pid"])
 
 
+def _nices_while(pid: int) -> tuple[set[int], threading.Event]:
+    """The niceness values the service's JVM takes until the event is set (sampled every 20 ms)."""
+    seen: set[int] = set()
+    done = threading.Event()
+
+    def sample() -> None:
+        [jvm] = [p for p in psutil.Process(pid).children() if "java" in p.name()]
+        while not done.wait(0.02):
+            for tid in os.listdir(f"/proc/{jvm.pid}/task"):
+                try:
+                    seen.add(os.getpriority(os.PRIO_PROCESS, int(tid)))
+                except OSError:
+                    pass  # a thread that ended
+
+    threading.Thread(target=sample, daemon=True).start()
+    return seen, done
+
+
 def _stop(pid: int) -> None:
     try:
         os.killpg(pid, signal.SIGKILL)
@@ -134,13 +153,16 @@ def test_a_replay_attached_to_the_service_equals_a_cold_one_which_leaves_no_proc
     try:
         other = _kappa({**warm_env, "KAPPA_SPARK__MASTER": "local[1]"}, "spark", "status")
         assert other.returncode == 1 and "refuses" in other.stdout and "spark.master" in other.stdout
-        warm, warm_err, _ = _replay(warm_env, "warm", tmp_path)
+        seen, done = _nices_while(pid)
+        warm, warm_err, _ = _replay(warm_env, "warm", tmp_path, nice=1)  # the service serves at 1
+        done.set()
+        assert 1 in seen, f"the JVM's threads took niceness {seen} during a request from niceness 1"
         assert f"attached to the Spark service pid {pid}" in warm_err
         _check_load(warm_env, stream_cfg.streaming.source_topic, tmp_path / "lake", pid)
         service = psutil.Process(pid)
         processes = [service, *service.children(recursive=True)]  # the JVM, the Python daemons
         assert len(processes) >= 4, processes
-        assert {p.nice() for p in processes} == {3}  # spark.service_nice, inherited by all of them
+        assert {p.nice() for p in processes} == {3}  # spark.service_nice again once the requests end
         down = _kappa(warm_env, "spark", "down")
         assert down.returncode == 0, down.stderr
         _, left = psutil.wait_procs(processes, timeout=5)
