@@ -1,0 +1,1 @@
+"""Card-velocity fraud detection (Dunning & Friedman, Streaming Architecture, ch. 6)."""
