@@ -15,7 +15,10 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
+from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +26,11 @@ import httpx
 import psutil
 import pytest
 import redis
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
+from websockets.sync.client import connect as ws_connect
 
+from jobs.collector.generator import RsvpGenerator
 from jobs.common.config import load_config
 from jobs.serve.server import ServerThread
 from jobs.streaming.state import checkpoint_path, lock_holder
@@ -55,6 +61,74 @@ def _wait(condition, what: str, timeout: float = 600) -> None:
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(1)
+
+
+class SteadyProducer:
+    """Generated RSVPs to the source topic at about 50/s until stopped; the positions it wrote."""
+
+    def __init__(self, props: dict[str, str], topic: str) -> None:
+        self.props, self.topic = props, topic
+        self.sent: list[tuple[int, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        producer = Producer(self.props)
+        items = [g for g in RsvpGenerator(seed=77).generate(20_000) if not g.kind.startswith("malformed")]
+
+        def delivered(err, msg) -> None:
+            if err is None:
+                self.sent.append((msg.partition(), msg.offset()))
+
+        for index, item in enumerate(items):
+            if self._stop.is_set():
+                break
+            producer.produce(self.topic, item.line, key=str(index).encode(), partition=index % 3,
+                             on_delivery=delivered)
+            if index % 5 == 4:
+                producer.flush(10)
+                time.sleep(0.1)
+        producer.flush(30)
+
+    def stop(self) -> set[tuple[int, int]]:
+        self._stop.set()
+        self._thread.join(timeout=60)
+        return set(self.sent)
+
+
+class WsReader:
+    """A WebSocket client on a thread: the source positions of the analyzed events it received."""
+
+    def __init__(self, url: str) -> None:
+        self.url, self.events = url, []
+        self.connected, self._stop = threading.Event(), threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        with ws_connect(self.url) as ws:
+            self.connected.set()
+            while not self._stop.is_set():
+                try:
+                    message = json.loads(ws.recv(timeout=0.5))
+                except TimeoutError:
+                    continue
+                if message.get("type") == "event":
+                    self.events.append(message["data"])
+
+    def positions(self) -> list[tuple[int, int]]:
+        return [(d["source_partition"], d["source_offset"]) for d in list(self.events)]
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+def _sse_positions(reader: SseReader) -> list[tuple[int, int]]:
+    return [(e.data["source_partition"], e.data["source_offset"]) for e in reader.of("rsvp")]
 
 
 def _changed_windows(sent) -> set[str]:
@@ -110,9 +184,16 @@ def test_reprocess_builds_beside_diffs_promotes_and_retires(
         assert rows[3]["offsets_behind_latest"] == 0 and rows[3]["running_pid"]
 
         server = ServerThread(load_config("test", overrides={"serve.port": 0}, environ=env), None).start()
-        reader = SseReader(f"{server.url}/api/v1/stream?stream=analyzed")
+        readers = [SseReader(f"{server.url}/api/v1/stream?stream=analyzed") for _ in range(3)]
+        reader = readers[0]
+        ws = WsReader(server.url.replace("http://", "ws://") + "/api/v1/ws?stream=analyzed")
+        producer = SteadyProducer(kafka_props, s.source_topic)
         try:
-            reader.wait_for(lambda r: r.status_code == 200)
+            for each in readers:
+                each.wait_for(lambda r: r.status_code == 200)
+            ws.connected.wait(15)
+            producer.start()   # a steady producer through the switch: every record reaches every client once
+            time.sleep(3)
             promoted = _json(env, "reprocess", "promote", "--version", "3", "--timeout", "300")
             assert (promoted["current"], promoted["previous"], promoted["previous_job_stopped"]) == (
                 3, 1, True)
@@ -127,12 +208,22 @@ def test_reprocess_builds_beside_diffs_promotes_and_retires(
             assert rest.status_code == 200, rest.text
             assert any(c["city"].startswith("S") and c["city"] == c["city"].upper()
                        for w in rest.json()["windows"] for c in w["cities"]), rest.json()
-            # the job of version 3 writes on: a record produced now reaches the client with a v3 id
-            produce(stream_cfg, s.source_topic, [generate(1, seed=99)[0].line])
-            reader.wait_for(lambda r: any((e.id or "").startswith("v3/") for e in r.of("rsvp")),
-                            timeout=60)
+            # the job of version 3 writes on: records produced now reach the clients with v3 ids
+            time.sleep(5)
+            sent = producer.stop()
+            assert len(sent) > 100
+            got = {f"sse{i}": partial(_sse_positions, each) for i, each in enumerate(readers)}
+            got["ws"] = ws.positions
+            _wait(lambda: all(sent <= set(positions()) for positions in got.values()), "every record")
+            for name, positions in got.items():
+                counts = Counter(positions())
+                assert not [p for p in sent if counts[p] != 1], name   # 0 missing, 0 duplicated
+            assert any((e.id or "").startswith("v3/") for e in reader.of("rsvp"))
         finally:
-            reader.stop()
+            producer.stop()
+            ws.stop()
+            for each in readers:
+                each.stop()
             server.stop()
         # operator commands follow the current version: status shows v3's live query, topics its topics
         rows = _json(env, "stream", "status")
