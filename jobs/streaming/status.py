@@ -87,8 +87,8 @@ def status_lines(row: dict[str, Any]) -> list[str]:
     watermark = (datetime.fromtimestamp(row["watermark_ms"] / 1000, tz=UTC).isoformat()
                  if row["watermark_ms"] is not None else "-")
     version = row.get("view_version")
-    tag = ""
-    if version is not None:
+    tag = ""   # only where versions matter: another version than 1, or one that is not current
+    if version is not None and (version != 1 or not row.get("current")):
         tag = f" [view v{version}, {'current' if row.get('current') else row.get('version_state')}]"
     head = f"{row['query']}{tag}: {_state_text(row)}"
     if row["last_batch"] is None:  # no metrics in Redis: none yet, or a run without the redis sink
