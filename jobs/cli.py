@@ -154,13 +154,16 @@ def topics_list(
     from jobs.common.views import read_views, version_config
 
     cfg = config()
-    declared = list(cfg.topics)
-    for version in read_views(cfg).live():
-        versioned = version_config(cfg, version)
-        s = versioned.streaming
-        declared += [name for name in [*versioned.topics, s.analyzed_topic, s.summaries_topic, s.dlq_topic]
-                     if name not in declared]
-    infos = list_topics(cfg.kafka, None if all_topics else declared)
+    infos = list_topics(cfg.kafka, None if all_topics else list(cfg.topics))   # fails fast: Kafka down
+    if not all_topics:
+        listed = [info.name for info in infos]
+        for version in read_views(cfg).live():   # every view version's own topics too
+            versioned = version_config(cfg, version)
+            s = versioned.streaming
+            extra = [name for name in [*versioned.topics, s.analyzed_topic, s.summaries_topic, s.dlq_topic]
+                     if name not in listed and name not in cfg.topics]
+            infos += list_topics(cfg.kafka, extra) if extra else []
+            listed += extra
     if as_json:
         console.print_json(json.dumps([asdict(i) | {"records": i.records} for i in infos]))
         return

@@ -108,17 +108,23 @@ def live_tables(cfg: KappaConfig) -> dict[str, Any]:
     return tables
 
 
-def read_views(cfg: KappaConfig) -> Views:
-    """Read the pointer topic (no topic or no record: version 1 is current)."""
+def read_views(cfg: KappaConfig, timeout_s: float = TIMEOUT_S) -> Views:
+    """Read the pointer topic (no topic or no record: version 1 is current).
+
+    ``timeout_s`` bounds the metadata and offsets requests (a caller that has a fallback when
+    Kafka is down gives a short one).
+    """
+    from jobs.common.kafka.client import LIBRDKAFKA_LOG
+
     topic = cfg.streaming.views_topic
     consumer = Consumer({**cfg.kafka.client_config(), "group.id": "kappa-views", "enable.auto.commit": False,
-                         "enable.partition.eof": False})
+                         "enable.partition.eof": False, "logger": LIBRDKAFKA_LOG})
     latest: dict[str, Any] = {}
     try:
-        metadata = consumer.list_topics(topic, timeout=TIMEOUT_S).topics.get(topic)
+        metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
         if metadata is None or metadata.error is not None or not metadata.partitions:
             return Views()
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=TIMEOUT_S, cached=False)
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=timeout_s, cached=False)
         if high <= low:
             return Views()
         consumer.assign([TopicPartition(topic, 0, low)])

@@ -17,6 +17,9 @@ from jobs.common.config import KappaConfig
 from jobs.streaming.state import PendingApplyFile, checkpoint_path, lock_holder
 from jobs.streaming.summaries import query_metrics, query_states
 
+VIEWS_TIMEOUT_S = 3.0
+"""How long status waits for the view pointer before it shows the configured version alone."""
+
 
 def version_status_rows(cfg: KappaConfig, *, finished: bool = True) -> list[dict[str, Any]]:
     """:func:`status_rows` of every view version with outputs, the current one first.
@@ -24,9 +27,12 @@ def version_status_rows(cfg: KappaConfig, *, finished: bool = True) -> list[dict
     Each row also says its ``view_version`` and whether that version is the ``current`` one
     (docs/reprocess.md): after a promote the live job writes under the new version's prefix.
     """
-    from jobs.common.views import read_views, version_config
+    from jobs.common.views import ViewsError, read_views, version_config
 
-    views = read_views(cfg)
+    try:
+        views = read_views(cfg, timeout_s=VIEWS_TIMEOUT_S)
+    except ViewsError:   # Kafka down: the configured version's queries, as Redis has them
+        return status_rows(cfg, finished=finished)
     rows = []
     for version in sorted(views.live(), key=lambda v: (v != views.current, v)):
         for row in status_rows(version_config(cfg, version), finished=finished):

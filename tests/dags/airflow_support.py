@@ -69,6 +69,13 @@ def settled(api, dag_id: str, after: set[str], run_type: str | None = None,
     return wait_for(f"a new {run_type or ''} run of {dag_id}, every run ended", check, timeout_s)
 
 
+def ended_ids(api, *dag_ids: str) -> dict[str, set[str]]:
+    """The ids of each DAG's runs that have ended: a run still going (the scheduler's own, made
+    at a quarter hour) counts as new, so what it loads is not missed."""
+    return {dag_id: {run["dag_run_id"] for run in runs(api, dag_id) if run["state"] in FINAL}
+            for dag_id in dag_ids}
+
+
 def run_ids(api, *dag_ids: str) -> dict[str, set[str]]:
     """The run ids of each DAG now."""
     return {dag_id: {run["dag_run_id"] for run in runs(api, dag_id)} for dag_id in dag_ids}
