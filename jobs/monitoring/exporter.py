@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from jobs.common.config import KappaConfig
+from jobs.common.processes import alive
 from jobs.monitoring.control import airflow_metrics, views_metrics
 from jobs.monitoring.lake import loader_metrics, reconcile_metrics, retention_metrics, scrape_errors
 from jobs.streaming.fence_fields import parse_fence, parse_stream_points
@@ -35,17 +35,6 @@ TOTALS = {"input": "input_records", "valid": "valid_records", "dlq": "dead_lette
 HISTORY = 100  # batches the job keeps in <prefix>:metrics:<query>:history
 KAFKA_TIMEOUT_S = 2.0  # also Redis's socket timeouts
 SLOW_EVERY_S = 60.0  # the lake, retention, reconcile and views are read at most this often
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process ``pid`` exists on this host."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -185,7 +174,7 @@ class KappaCollector:
             status = client.hgetall(f"{base}:status")
             current = status.get("state", "")
             pid = int(status.get("pid") or 0)
-            up.add_metric([query], int(current in UP_STATES and pid > 0 and pid_alive(pid)))
+            up.add_metric([query], int(current in UP_STATES and pid > 0 and alive(pid)))
             for name in STATES:
                 state.add_metric([query, name], int(current == name))
             last = client.hgetall(base)
