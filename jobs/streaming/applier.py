@@ -141,6 +141,8 @@ class EffectsWriter:
         """Apply a pending file's effects left by a stop or crash; say what was found."""
         fence = self.sink.fence()
         partitions = list(effects.new_fence)
+        if not fence and effects.expected:   # it counted against a fence that is gone
+            raise RedisViewLost.of_batch(self.sink.keys.fence, effects.batch_id)
         if all(fence.get(tp, -1) >= effects.new_fence[tp] for tp in partitions):
             # applied, or a rebuild by replay (docs/runbooks/redis-lost.md) went past them
             self.write(effects, applied_before=True)
@@ -148,8 +150,6 @@ class EffectsWriter:
         if all(fence.get(tp) == effects.expected.get(tp) for tp in partitions):
             self.write(effects)
             return "applied"
-        if not fence and any(effects.expected.get(tp) is not None for tp in partitions):
-            raise RedisViewLost(self.sink.keys.fence, effects.batch_id)
         raise SummarySinkError(
             f"the pending Redis effects of batch {effects.batch_id} expect the fence "
             f"{_fmt(effects.expected, partitions)} or, applied, {_fmt(effects.new_fence, partitions)}, "
@@ -200,6 +200,8 @@ class BackgroundApply:
             written = self.writer.write(effects)
         except Exception as exc:
             self._on_error(effects.batch_id, exc)
+            if isinstance(exc, RedisViewLost):   # nothing to apply at a next start: the view is gone
+                raise BackgroundApplyFailed(str(exc)) from exc
             raise BackgroundApplyFailed(
                 f"the Redis apply of batch {effects.batch_id} failed: {exc}; its effects stay in "
                 f"{self.pending.path} and are applied at the next start") from exc

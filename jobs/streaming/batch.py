@@ -31,7 +31,7 @@ from jobs.streaming.applier import BackgroundApply, BackgroundApplyFailed, Batch
 from jobs.streaming.batch_metrics import Lag, Totals, batch_metrics
 from jobs.streaming.gaps import check_batch_start
 from jobs.streaming.preflight import watermarks
-from jobs.streaming.redis_script import Partition
+from jobs.streaming.redis_script import Partition, RedisViewLost
 from jobs.streaming.redis_sink import RedisSummarySink
 from jobs.streaming.run_spec import KAFKA
 from jobs.streaming.state import BatchWatermark, PendingApplyFile
@@ -83,10 +83,14 @@ class BatchProcessor:
         self.pending = PendingApplyFile(checkpoint)
         self.writer = self._writer() if redis_sink is not None else None
         self.background = (BackgroundApply(self.writer, self.pending, on_error=self._publish_error,
-                                           on_written=self._count_summaries)
+                                           on_written=self._applied)
                            if self.writer is not None and cfg.streaming.apply_in_background else None)
         self._fence: dict[Partition, int] | None = None
         """Background apply: the fence after the last batch handed over (None: read it from Redis)."""
+        self._fence_seen = False
+        """Redis has held the fence's offsets in this run: a fence gone since is a lost view."""
+        self.failure: BaseException | None = None
+        """What the last failed batch raised (Spark passes on only its traceback's text)."""
         self._fence_points: dict[Partition, dict[int, int | None]] | None = None
         """Stream times the Redis fence recorded (read once per start)."""
 
@@ -103,6 +107,7 @@ class BatchProcessor:
         try:
             self._process(df, batch_id)
         except Exception as exc:
+            self.failure = exc
             if not isinstance(exc, BackgroundApplyFailed):  # that one reported itself
                 self._publish_error(batch_id, exc)
             raise
@@ -132,7 +137,7 @@ class BatchProcessor:
     def _process(self, df: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
         clock = PhaseClock()
-        fence = self._fence_for_batch()
+        fence = self._fence_for_batch(batch_id)
         points = merge_points(self._redis_points(), self.stream_log.points())
         # One pass: every task validates its records, produces the Kafka outputs and counts;
         # only the counts come back (jobs/streaming/task.py).
@@ -163,10 +168,11 @@ class BatchProcessor:
         else:
             effects = self._effects(batch_id, increments, fence, stats, metrics, ends=ends)
             if self.background is not None:
-                self.background.submit(effects)
                 self._fence = {**fence, **effects.new_fence}
+                self.background.submit(effects)
             else:
                 written["summaries"] = self.writer.write(effects)
+                self._fence_seen = self._fence_seen or bool(effects.new_fence)
         self.stream_log.record(ends)
         self.totals.add(metrics, written)
         logger.info("batch query=%s batch_id=%d rows=%d valid=%d dlq=%d late=%d applied=%d elapsed_s=%.2f",
@@ -174,11 +180,14 @@ class BatchProcessor:
                     metrics["dlq_rows"], metrics["late_rows"], metrics["applied_rows"],
                     metrics["batch_duration_ms"] / 1000)
 
-    def _fence_for_batch(self) -> dict[Partition, int]:
+    def _fence_for_batch(self, batch_id: int) -> dict[Partition, int]:
         if self.redis is None:
             return {}
         if self._fence is None or self.background is None:
-            self._fence = self.redis.fence()
+            fresh = self.redis.fence()
+            if self._fence_seen and not fresh:
+                raise RedisViewLost.of_batch(self.redis.keys.fence, batch_id)
+            self._fence, self._fence_seen = fresh, self._fence_seen or bool(fresh)
         return dict(self._fence)
 
     def _redis_points(self) -> dict[Partition, dict[int, int | None]]:
@@ -206,8 +215,10 @@ class BatchProcessor:
                             new_fence=new_fence, totals=totals, metrics=metrics,
                             stream_ms={tp: ends[tp][1] for tp in new_fence if tp in ends})
 
-    def _count_summaries(self, written: int) -> None:
+    def _applied(self, written: int) -> None:
+        """A batch handed to the background apply is in Redis (called by its thread)."""
         self.totals.summaries_written += written  # the background thread is the only writer
+        self._fence_seen = self._fence_seen or bool(self._fence)   # the last batch handed over
 
     def _plan(self, points: Mapping[Partition, Mapping[int, int | None]],
               fence: Mapping[Partition, int]) -> TaskPlan:
@@ -219,7 +230,7 @@ class BatchProcessor:
                         kafka=self.cfg.kafka.client_config(), count=self.redis is not None,
                         source=self.source, redis_prefix=s.redis_prefix,
                         redis=tuple(sorted(self.cfg.redis.client_kwargs().items()))
-                        if self.redis is not None else None)
+                        if self.redis is not None else None, fenced=self._fence_seen)
 
     def _publish_metrics(self, metrics: dict[str, Any]) -> None:
         self._produce(self.cfg.streaming.metrics_topic, self.query, metrics)

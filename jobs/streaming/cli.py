@@ -28,10 +28,16 @@ def register(app: typer.Typer) -> None:
 
 
 def _current():
-    """The config of the current view version (the summaries a reader sees: docs/reprocess.md)."""
-    from jobs.common.views import current_config
+    """The config of the current view version (the summaries a reader sees: docs/reprocess.md).
 
-    return current_config(load_config())
+    A view whose Redis data is gone is an error, never shown as current (docs/runbooks/redis-lost.md).
+    """
+    from jobs.common.views import current_config
+    from jobs.streaming.summaries import check_view_kept
+
+    cfg = current_config(load_config())
+    check_view_kept(cfg)
+    return cfg
 
 
 def progress(message: str) -> None:
@@ -264,21 +270,8 @@ def _print(data: Any, as_json: bool, lines) -> None:
     if as_json:
         typer.echo(json.dumps(data))
         return
-    for line in lines() or [_nothing_yet()]:
+    for line in lines() or ["(nothing yet: is the streaming job running? `kappa stream status`)"]:
         typer.echo(line)
-
-
-def _nothing_yet() -> str:
-    """Why a summary is empty: the view's data gone from Redis, or nothing applied yet."""
-    from jobs.streaming.summaries import view_lost
-
-    cfg = _current()
-    if view_lost(cfg):
-        fence = f"{cfg.streaming.redis_prefix}:fence:summaries"
-        return (f"(the view's data is gone from Redis: its fence {fence} is missing while the "
-                "view has applied batches; rebuild it with `kappa reprocess start`, "
-                "docs/runbooks/redis-lost.md)")
-    return "(nothing yet: is the streaming job running? `kappa stream status`)"
 
 
 def _iso(ms: int) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
@@ -26,13 +26,15 @@ from jobs.streaming.checkpoint import after_failure, corrupt, corrupt_remedy
 from jobs.streaming.gaps import check_replay_start
 from jobs.streaming.preflight import check_retention
 from jobs.streaming.range_check import check_range
+from jobs.streaming.redis_script import RedisViewLost
+from jobs.streaming.redis_sink import RedisSummarySink
 from jobs.streaming.run_spec import KAFKA, REDIS, Report, RunSpec
 from jobs.streaming.state import (
     CheckpointError,
-    PendingApplyFile,
     QueryLock,
     check_fingerprint,
     checkpoint_path,
+    effects_gone,
     fingerprint,
     last_offsets,
 )
@@ -121,8 +123,8 @@ def _run(cfg: KappaConfig, spec: RunSpec, query: str, checkpoint, *, progress: C
     sink = _redis_sink(cfg) if REDIS in spec.sinks else None
     if sink is not None and last_offsets(checkpoint) is None:  # a new run starts at spec.starting
         check_replay_start(cfg, spec.starting, sink.fence())
-    elif sink is not None and spec.mode == "replay":
-        check_targets_kept(cfg, checkpoint, query, sink.fence())
+    elif sink is not None:
+        check_targets_kept(checkpoint, query, sink, spec.mode)
     spark = build_spark(cfg, app_name=f"kappa-stream-{query}", extra_conf=job_spark_conf(cfg))
     processor = JobBatchProcessor(cfg, query, spec.sinks, checkpoint, sink)
     watch = KafkaWatch(cfg, status, progress)
@@ -154,19 +156,22 @@ def _run(cfg: KappaConfig, spec: RunSpec, query: str, checkpoint, *, progress: C
                   duration_s=round(time.monotonic() - started, 2), checkpoint=str(checkpoint))
 
 
-def check_targets_kept(cfg: KappaConfig, checkpoint: Path, query: str, fence: Mapping) -> None:
-    """Refuse to resume a replay whose Redis effects are gone (the fence lost since it ran).
+def check_targets_kept(checkpoint: Path, query: str, sink: RedisSummarySink, mode: str) -> None:
+    """Refuse to resume a query whose Redis effects are gone (the fence lost since it ran).
 
-    A replay's checkpoint with batches says its records were applied; without the fence (and no
-    pending apply left by a crash) Redis lost them, and resuming would read nothing and exit 0.
+    A checkpoint with committed batches says their records were applied; without the fence hash
+    Redis lost them (:func:`~jobs.streaming.state.effects_gone`). A replay would read nothing and
+    exit 0; a live job would count its next records into the emptied Redis as if they were the view.
     """
-    if fence or PendingApplyFile(checkpoint).path.exists():
+    if not effects_gone(checkpoint, bool(sink.client.exists(sink.keys.fence))):
         return
+    if mode == "live":
+        raise RedisViewLost(sink.keys.fence, f"the checkpoint of query {query} has committed batches")
     raise CheckpointError(
         f"query {query}: its checkpoint at {checkpoint} has applied batches but the Redis fence "
-        f"{cfg.streaming.redis_prefix}:fence:summaries is gone (Redis lost the data since the replay "
-        "ran); resuming would read nothing. Run the replay again with --fresh, or rebuild every view "
-        "with `kappa reprocess start` (docs/runbooks/redis-lost.md)")
+        f"{sink.keys.fence} is gone (Redis lost the data since the replay ran); resuming would read "
+        "nothing. Run the replay again with --fresh, or rebuild every view with `kappa reprocess "
+        "start` (docs/runbooks/redis-lost.md)")
 
 
 def _written(cfg: KappaConfig, sinks: frozenset[str], totals) -> dict[str, int]:
@@ -210,9 +215,7 @@ def _read_in_tasks(cfg: KappaConfig) -> bool:
     return cfg.streaming.read_in_tasks and choose_backends(cfg).kafka == "python"
 
 
-def _redis_sink(cfg: KappaConfig):
-    from jobs.streaming.redis_sink import RedisSummarySink
-
+def _redis_sink(cfg: KappaConfig) -> RedisSummarySink:
     sink = RedisSummarySink(cfg)
     sink.setup()
     return sink
@@ -265,6 +268,8 @@ def _run_query(spark, cfg: KappaConfig, spec: RunSpec, query: str, checkpoint: s
         if any(marker in text for marker in TRANSIENT_MARKERS):
             raise TransientStartFailure(f"query {query} could not start a Python worker in time "
                                         "(the host is overloaded)")
+        if isinstance(processor.failure, RedisViewLost):   # no retry at the next start: it says why
+            raise processor.failure
         raise StreamJobError(f"query {query} failed: {_first_line(error)}; "
                              f"{after_failure(query, Path(checkpoint))}")
 

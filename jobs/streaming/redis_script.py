@@ -52,15 +52,23 @@ class FenceMoved(SummarySinkError):
 
 
 class RedisViewLost(SummarySinkError):
-    """The fence hash is gone while the batch expects offsets in it: Redis lost the view's data."""
+    """The fence hash is gone where it must be: Redis lost the view's data (docs/runbooks/redis-lost.md).
 
-    def __init__(self, fence_key: str, batch_id: object) -> None:
+    ``found`` says what expected the fence: ``"batch 4 expects offsets in it"``.
+    """
+
+    def __init__(self, fence_key: str, found: str) -> None:
         super().__init__(
-            f"Redis lost the view's data: the fence {fence_key} is gone while batch {batch_id} expects "
-            "offsets in it (a Redis restart without persistence, a failover or a FLUSHALL). The job "
-            "stops so that no partial counts are written as if current; its Kafka outputs are "
-            "complete up to its last committed batch. Rebuild every view from the log with "
-            "`kappa reprocess start` and promote it (docs/runbooks/redis-lost.md)")
+            f"Redis lost the view's data: the fence {fence_key} is gone while {found} (a Redis restart "
+            "without persistence, a failover or a FLUSHALL). The job stops so that no partial counts "
+            "are written as if current; its Kafka outputs are complete up to its last committed "
+            "batch. Rebuild every view from the log with `kappa reprocess start` and promote it "
+            "(docs/runbooks/redis-lost.md)")
+
+    @classmethod
+    def of_batch(cls, fence_key: str, batch_id: object) -> RedisViewLost:
+        """The loss found by the apply of ``batch_id``, which counted against the fence."""
+        return cls(fence_key, f"batch {batch_id} expects offsets in it")
 
 
 class ApplyOps:
@@ -129,8 +137,10 @@ class FencedApply:
         """Make ``ops`` and move the fence to ``new_fence`` if it still holds ``expected``; then ``reads``.
 
         Returns the replies of ``reads``, in their order. Raises FenceMoved (nothing written) when
-        another writer moved the fence or holds it, SummarySinkError when Redis refused a write or
-        a read (the others made, the fence moved: a replay must never count the rest twice).
+        another writer moved the fence or holds it, RedisViewLost (nothing more written) when the
+        fence hash is gone though ``expected`` names offsets or a chunk was made, SummarySinkError
+        when Redis refused a write or a read (the others made, the fence moved: a replay must never
+        count the rest twice).
         """
         reads = reads or Reads()
         fence: dict[str, str] = {f"{t}:{p}": str(o) for (t, p), o in new_fence.items()}
@@ -143,7 +153,8 @@ class FencedApply:
         inline = reads if len(reads) <= READ_CHUNK else None
         marker = f"{meta.get('query')}/{meta.get('batch_id')}/{len(chunks)}/{self.chunk_args}"
         try:
-            replies, failed = self._chunks(ops, chunks, marker, expect, fence=fence, inline=inline)
+            replies, failed = self._chunks(ops, chunks, marker, expect, fence=fence, inline=inline,
+                                           fenced=bool(expected))
         except BaseException:
             self._wire.close()   # a WATCH or replies may be left on the connection
             raise
@@ -158,14 +169,15 @@ class FencedApply:
         return replies
 
     def _chunks(self, ops: ApplyOps, chunks: list[tuple[Span, Span]], marker: str, expect: dict[str, str],
-                *, fence: dict[str, str], inline: Reads | None) -> tuple[list[Any], list[str]]:
+                *, fence: dict[str, str], inline: Reads | None, fenced: bool) -> tuple[list[Any], list[str]]:
         """Each chunk's check and transaction: the last one's read replies, the refused writes.
 
-        The next chunk's bytes are made while Redis runs the transaction before.
+        The next chunk's bytes are made while Redis runs the transaction before. ``fenced``: the
+        batch counted against a fence, so the fence hash must exist from the first chunk on.
         """
         failed: list[str] = []
         replies: list[Any] = []
-        waiting: tuple[Callable[[], Transaction], list[list[str]], EventWrites] | None = None
+        waiting: tuple[Callable[[], Transaction], list[list[str]], EventWrites, bool] | None = None
         for index, (op_span, event_span) in enumerate(chunks):
             last = index == len(chunks) - 1
             writes = ops.ops[op_span[0]:op_span[1]]
@@ -178,13 +190,13 @@ class FencedApply:
             read_body, read_count = (inline.wire(), len(inline)) if last and inline else (b"", 0)
             body = b"".join([*(pack(*op) for op in writes), events.wire, *tail, read_body])
             if waiting is not None:
-                replies = self._made(*waiting, failed)
+                replies = self._made(*waiting, failed, marker=marker)
                 waiting = None
-            status, detail = self._check(index, marker, expect if index == 0 else {})
+            status, detail = self._check(index, marker, expect if index == 0 else {}, fenced=fenced)
             if status == "done":
                 continue
-            if status == "moved" and not self._wire.exchange(pack("EXISTS", self.fence_key), 1)[0]:
-                raise RedisViewLost(self.fence_key, meta_batch(marker))
+            if status == "lost":
+                raise RedisViewLost.of_batch(self.fence_key, meta_batch(marker))
             if status == "moved":
                 moved = {tp: int(value) if value else None for name, value in detail
                          if (tp := field_partition(name)) is not None}
@@ -195,24 +207,29 @@ class FencedApply:
                                  f"this one {marker} chunk {index}); another query writes the same "
                                  "summaries: stop it")
             finish = self._wire.begin(body, len(writes) + events.commands + len(tail), read_count)
-            waiting = (finish, writes, events)
+            waiting = (finish, writes, events, fenced or index > 0)
         if waiting is not None:
-            replies = self._made(*waiting, failed)
+            replies = self._made(*waiting, failed, marker=marker)
         return replies, failed
 
-    def _check(self, index: int, marker: str, expect: Mapping[str, str]) -> tuple[str, Any]:
+    def _check(self, index: int, marker: str, expect: Mapping[str, str], *,
+               fenced: bool = False) -> tuple[str, Any]:
         """``WATCH`` the fence and check it for chunk ``index``: (verdict, detail).
 
         ``go`` (the fence stays watched until the chunk's transaction), ``done`` (an earlier
-        attempt made this chunk), ``moved`` (chunk 0: the fence no longer holds ``expect``;
-        detail: (field, value) pairs), ``busy`` (another batch's apply is in progress), ``order``
-        (not the next chunk).
+        attempt made this chunk), ``lost`` (the fence hash is gone: a later chunk, or ``fenced``,
+        the batch counted against a fence), ``moved`` (chunk 0: the fence no longer holds
+        ``expect``; detail: (field, value) pairs), ``busy`` (another batch's apply is in
+        progress), ``order`` (not the next chunk).
         """
-        check = pack("WATCH", self.fence_key) + pack("HMGET", self.fence_key, *MARK, *expect)
-        _, have = self._wire.exchange(check, 2)
+        check = (pack("WATCH", self.fence_key) + pack("HMGET", self.fence_key, *MARK, *expect)
+                 + pack("EXISTS", self.fence_key))
+        _, have, exists = self._wire.exchange(check, 3)
         held, at = have[0], int(have[1] or 0)
         verdict: tuple[str, Any] = ("go", None)
-        if held is not None and held != marker:
+        if not exists and (index > 0 or fenced):
+            verdict = ("lost", None)
+        elif held is not None and held != marker:
             verdict = ("busy", held)
         elif held is not None and index != at:
             verdict = ("done", None) if index < at else ("order", f"next chunk {at}")
@@ -227,12 +244,18 @@ class FencedApply:
         return verdict
 
     def _made(self, finish: Callable[[], Transaction], writes: list[list[str]], events: EventWrites,
-              failed: list[str]) -> list[Any]:
-        """Wait for a chunk's transaction; its refused writes to ``failed``; its reads' replies."""
+              needs_fence: bool, failed: list[str], *, marker: str) -> list[Any]:
+        """Wait for a chunk's transaction; its refused writes to ``failed``; its reads' replies.
+
+        ``needs_fence``: the fence hash existed at the chunk's check (a later chunk, or a batch that
+        counted against a fence), so a refused transaction whose fence is gone since is a lost view.
+        """
         try:
             made = finish()
         except redis.ResponseError as exc:  # a command Redis could not queue
             raise SummarySinkError(str(exc)) from exc
+        if made.aborted and needs_fence and not self._wire.exchange(pack("EXISTS", self.fence_key), 1)[0]:
+            raise RedisViewLost.of_batch(self.fence_key, meta_batch(marker))
         if made.aborted:
             raise FenceMoved("the Redis fence changed between its check and the chunk's transaction; "
                              "another query writes the same summaries: stop it")

@@ -11,7 +11,7 @@ import functools
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +32,7 @@ from jobs.streaming.aggregates import (
     increments_table,
 )
 from jobs.streaming.fence_fields import parse_fence, parse_stream_points
+from jobs.streaming.members import add_members, pfadd_fenced
 from jobs.streaming.redis_script import (
     SCRIPT_CHUNK,
     ApplyOps,
@@ -47,7 +48,6 @@ logger = logging.getLogger(__name__)
 FENCE_SCOPE = "summaries"
 HISTORY = 100
 MAX_INDEXED_WINDOWS = 10_000
-PFADD_CHUNK = 5000
 
 @dataclass
 class Applied:
@@ -142,11 +142,8 @@ class RedisSummarySink:
 
     def _run(self, ops: ApplyOps, expected: Mapping[Partition, int], new_fence: Mapping[Partition, int],
              meta: Mapping[str, Any], reads: Reads | None = None) -> list[Any]:
-        if ops.members:  # idempotent (add_members), so outside the fenced script
-            with self.client.pipeline(transaction=False) as pipe:
-                for args in ops.members:
-                    pipe.pfadd(*args)
-                pipe.execute()
+        # idempotent (add_members), so outside the fenced script; a fence counted against must be there
+        pfadd_fenced(self.client, ops.members, self.keys.fence if expected else None)
         return self._apply.run(ops, expected, new_fence, meta, prefix=self.keys.prefix, reads=reads)
 
     def changed(self, increments: IncrementRows) -> Applied:
@@ -240,19 +237,6 @@ class RedisSummarySink:
         """Release the connections."""
         self._apply.close()
         self.client.close()
-
-
-def add_members(pipe, keys: Keys, members: Mapping[int, Sequence[str]]) -> None:
-    """PFADD member ids by window start (-1: the all-time set) on a pipeline.
-
-    Adding an id to a HyperLogLog twice changes nothing, so these writes need no fence: the
-    tasks of a batch add their members themselves (jobs/streaming/task.py) and a replayed batch
-    adds the same ids again without effect (docs/streaming.md, "Redis keys").
-    """
-    for start, ids in members.items():
-        key = keys("members", "all") if start < 0 else keys("members", start)
-        for chunk in range(0, len(ids), PFADD_CHUNK):
-            pipe.pfadd(key, *ids[chunk:chunk + PFADD_CHUNK])
 
 
 @functools.cache

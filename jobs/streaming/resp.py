@@ -171,7 +171,10 @@ class Wire:
         return finish
 
     def _answer(self, data: bytes, commands: int, reads: int) -> Transaction:
-        clean = data.startswith(_OK + _QUEUED * (commands + reads)) and b"\r\n-" not in data
+        queued = _OK + _QUEUED * (commands + reads)
+        clean = data.startswith(queued) and b"\r\n-" not in data
+        if clean and data.startswith(_REFUSED, len(queued)):   # a WATCHed key changed: nothing made
+            return Transaction(aborted=True)
         if clean and not reads:
             return Transaction(aborted=False)
         replies = _parse(data, commands + reads + 3)
@@ -232,6 +235,8 @@ class Transaction:
 
 _MULTI, _EXEC = pack("MULTI"), pack("EXEC")
 _OK, _QUEUED = b"+OK\r\n", b"+QUEUED\r\n"
+_REFUSED = b"*-1\r\n"
+"""``EXEC``'s answer when Redis refused the transaction (RESP2's null array)."""
 
 
 def _error(reply: Any) -> bool:

@@ -62,6 +62,15 @@ class _BatchIdOnly(msgspec.Struct):
 _decode_batch_id = msgspec.json.Decoder(_BatchIdOnly).decode
 
 
+class _ExpectedOnly(msgspec.Struct):
+    """The field of a pending effects file that :meth:`PendingApplyFile.expects_fence` reads."""
+
+    expected: list[Any] = []
+
+
+_decode_expected = msgspec.json.Decoder(_ExpectedOnly).decode
+
+
 class PendingApplyFile:
     """``<checkpoint>/kappa-state/pending-apply.json``: one batch's Redis effects until applied."""
 
@@ -95,6 +104,25 @@ class PendingApplyFile:
             return
         if found == batch_id:
             self.path.unlink(missing_ok=True)
+
+    def expects_fence(self) -> bool | None:
+        """Whether the pending batch counted against a fence (None: no pending file)."""
+        try:
+            return bool(_decode_expected(self.path.read_bytes()).expected)
+        except FileNotFoundError:
+            return None
+
+
+def effects_gone(checkpoint: Path, fence_exists: bool) -> bool:
+    """Whether Redis lost what the checkpoint's query applied (docs/runbooks/redis-lost.md).
+
+    Every applied batch leaves the fence hash behind, so committed batches without it mean Redis
+    lost them, unless the pending batch counted against no fence: the view's first apply, left
+    by a stop or crash before it was made.
+    """
+    if fence_exists or last_committed(checkpoint) is None:
+        return False
+    return PendingApplyFile(checkpoint).expects_fence() is not False
 
 
 def fingerprint(source_topics: list[str], windows: dict[str, int], sinks: list[str]) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from jobs.common.config import KappaConfig
+from jobs.common.errors import KappaError
 from jobs.streaming.redis_sink import Keys, connect
 from jobs.streaming.summary_reads import HLL_ERROR
 
@@ -99,20 +100,32 @@ def query_metrics(cfg: KappaConfig) -> list[dict[str, Any]]:
         client.close()
 
 
+class ViewLostError(KappaError):
+    """The view's Redis data is gone (docs/runbooks/redis-lost.md): nothing of it is shown as current."""
+
+
 def view_lost(cfg: KappaConfig) -> bool:
-    """Whether the view's Redis data is gone: its live query applied batches, its fence is missing.
+    """Whether the view's Redis data is gone: its live query committed batches, its fence is missing.
 
     The live query's checkpoint (``streaming.query_name`` under ``lake.checkpoint_root``) records
-    committed batches; every applied batch leaves the fence hash behind, so a checkpoint with
-    batches and no fence means Redis lost the view (a restart without persistence, a ``FLUSHALL``).
+    committed batches (:func:`~jobs.streaming.state.effects_gone`): without the fence hash, Redis
+    lost the view (a restart without persistence, a failover, a ``FLUSHALL``).
     """
-    from jobs.streaming.state import checkpoint_path, last_offsets
+    from jobs.streaming.state import checkpoint_path, effects_gone
 
     checkpoint = checkpoint_path(str(cfg.lake.checkpoint_root), cfg.streaming.query_name)
-    if last_offsets(checkpoint) is None:
-        return False
     client = _client(cfg)
     try:
-        return not client.exists(Keys(cfg.streaming.redis_prefix).fence)
+        return effects_gone(checkpoint, bool(client.exists(Keys(cfg.streaming.redis_prefix).fence)))
     finally:
         client.close()
+
+
+def check_view_kept(cfg: KappaConfig) -> None:
+    """Raise ViewLostError when the view's Redis data is gone (:func:`view_lost`)."""
+    if view_lost(cfg):
+        raise ViewLostError(
+            f"the view's data is gone from Redis: its fence {Keys(cfg.streaming.redis_prefix).fence} is "
+            f"missing while query {cfg.streaming.query_name} has committed batches (a Redis restart "
+            "without persistence, a failover or a FLUSHALL); rebuild it from the log with "
+            "`kappa reprocess start` (docs/runbooks/redis-lost.md)")

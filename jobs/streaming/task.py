@@ -71,6 +71,9 @@ class TaskPlan:
     redis: tuple[tuple[str, Any], ...] | None = None
     """Redis client arguments: the tasks add their members to the HyperLogLogs themselves."""
     redis_prefix: str = "kappa"
+    fenced: bool = False
+    """The driver has seen the fence hash in Redis: a task that finds it gone after adding its
+    members removes them (a Redis that lost the view keeps none: members.pfadd_fenced)."""
 
     @property
     def produces(self) -> bool:
@@ -157,14 +160,13 @@ def _add_members(plan: TaskPlan, increments: Increments) -> list[dict[str, Any]]
     Members are most of a batch's increment keys (one per member and window, and one per member
     all-time); added here, they never travel to the driver (docs/streaming.md, "Redis keys").
     """
-    from jobs.streaming.redis_sink import Keys, add_members, task_client
+    from jobs.streaming.members import write_members
+    from jobs.streaming.redis_sink import Keys, task_client
 
     assert plan.redis is not None
     members = increments.take_members()
     if members:
-        with task_client(plan.redis).pipeline(transaction=False) as pipe:
-            add_members(pipe, Keys(plan.redis_prefix), members)
-            pipe.execute()
+        write_members(task_client(plan.redis), Keys(plan.redis_prefix), members, fenced=plan.fenced)
     return members_added(members)
 
 

@@ -18,11 +18,11 @@ CRASH_CHUNK = int(os.environ["KAPPA_TEST_CRASH_CHUNK"])
 _check = redis_script.FencedApply._check
 
 
-def _check_with_fault(self: redis_script.FencedApply, index: int, marker: str, expect):
+def _check_with_fault(self: redis_script.FencedApply, index: int, marker: str, expect, **options):
     """Before the check of the chunk after ``CRASH_CHUNK``: that chunk's transaction is made."""
     if marker.split("/")[1] == CRASH_BATCH and index == CRASH_CHUNK + 1:
         os.killpg(os.getpgrp(), signal.SIGKILL)
-    return _check(self, index, marker, expect)
+    return _check(self, index, marker, expect, **options)
 
 
 redis_script.FencedApply._check = _check_with_fault  # type: ignore[method-assign]

@@ -40,6 +40,8 @@ def test_a_later_range_first_fails_with_the_gap_named_and_nothing_is_skipped(
     [line] = [row for row in refused.stderr.splitlines() if row.startswith("error:")]
     assert f"{s.source_topic}/0: no fence (nothing applied yet), the run starts at offset 600" in line
     assert "offsets 0-599 (600 records) would never be counted" in line
+    # the remedies the runbooks give: replay from the fence, or a new view version
+    assert "--from earliest" in line and "new view version with `kappa reprocess start`" in line, line
     assert "Traceback" not in refused.stderr
     assert not redis_client.exists(f"{s.redis_prefix}:fence:summaries")
 

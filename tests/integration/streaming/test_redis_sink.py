@@ -131,6 +131,47 @@ def test_an_apply_after_redis_lost_the_view_names_the_loss_not_another_query(sin
     assert not list(sink.client.scan_iter(f"{sink.keys.prefix}:*"))   # no partial counts written
 
 
+@pytest.mark.parametrize("batch", ["a_partition_new_to_the_fence", "member_ids"])
+def test_nothing_of_a_batch_reaches_a_redis_that_lost_the_view(sink: RedisSummarySink, batch: str) -> None:
+    """A batch expecting a fence finds none: neither its first offsets of another partition nor
+    its member ids (added outside the fenced transaction) are written into the emptied Redis."""
+    sink.apply(BATCH, {}, {RAW0: 10}, META)
+    expected = sink.fence()
+    sink.client.delete(*sink.client.scan_iter(f"{sink.keys.prefix}:*"))   # the view's data is gone
+    rows, new_fence = (([inc("city", T0, "Madrid")], {RAW1: 4}) if batch == "a_partition_new_to_the_fence"
+                       else ([inc("member", T0, "7"), inc("member_all", 0, "7")], {RAW0: 12}))
+    with pytest.raises(RedisViewLost, match=r"Redis lost the view's data"):
+        sink.apply(rows, expected, new_fence, META)
+    assert not list(sink.client.scan_iter(f"{sink.keys.prefix}:*"))
+
+
+@pytest.mark.parametrize("when", ["between_the_check_and_the_transaction", "between_two_chunks"])
+def test_a_loss_in_the_middle_of_a_chunked_apply_names_the_loss(sink: RedisSummarySink, when: str) -> None:
+    sink.apply(BATCH, {}, {RAW0: 10, RAW1: 4}, META)
+    expected = sink.fence()
+    sink._apply.chunk_args = 8
+    wire = sink._apply._wire
+    begin, calls = wire.begin, []
+
+    def flush() -> None:
+        sink.client.delete(*sink.client.scan_iter(f"{sink.keys.prefix}:*"))
+
+    def lose_redis_after_two_chunks(body, commands, reads):
+        calls.append(commands)
+        if len(calls) == 3 and when == "between_the_check_and_the_transaction":
+            flush()   # the fence is WATCHed: Redis refuses the chunk's transaction
+        finish = begin(body, commands, reads)
+        if len(calls) == 2 and when == "between_two_chunks":
+            return lambda: (finish(), flush())[0]   # the next chunk's check finds no fence
+        return finish
+
+    wire.begin = lose_redis_after_two_chunks
+    with pytest.raises(RedisViewLost, match=r"Redis lost the view's data") as lost:
+        sink.apply(BATCH, expected, {RAW0: 20, RAW1: 8}, META)
+    assert "another" not in str(lost.value)
+    assert not list(sink.client.scan_iter(f"{sink.keys.prefix}:*"))
+
+
 def test_the_scripts_reads_give_absent_fields_as_zero_and_a_refused_read_fails_the_apply(
         sink: RedisSummarySink) -> None:
     records = sink.apply_and_read([inc("event", 0, "e9", n=0, no=1)], {}, {RAW0: 1}, META,

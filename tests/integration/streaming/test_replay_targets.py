@@ -69,10 +69,12 @@ def test_summaries_name_a_lost_view_instead_of_asking_whether_the_job_runs(
     try:   # the live query's checkpoint gets batches, then Redis loses the view
         run_stream(stream_cfg, RunSpec(mode="replay", query=s.query_name, ending="latest", sinks=REDIS_ONLY))
         _drop(redis_client, s.redis_prefix)
-        lost = subprocess.run([*KAPPA, "summaries", "top-topics"], env=env, cwd=REPO, text=True,
-                              capture_output=True, timeout=120, check=False)
-        assert "gone from Redis" in lost.stdout and "docs/runbooks/redis-lost.md" in lost.stdout, lost.stdout
-        assert "is the streaming job running?" not in lost.stdout
+        for args in (["top-topics"], ["cities", "--json"]):
+            lost = subprocess.run([*KAPPA, "summaries", *args], env=env, cwd=REPO, text=True,
+                                  capture_output=True, timeout=120, check=False)
+            assert lost.returncode == 1 and lost.stdout == "", (args, lost.stdout, lost.stderr)
+            assert lost.stderr.startswith("error: the view's data is gone from Redis"), (args, lost.stderr)
+            assert "kappa reprocess start" in lost.stderr and "docs/runbooks/redis-lost.md" in lost.stderr
         status = subprocess.run([*KAPPA, "reprocess", "status"], env=env, cwd=REPO, text=True,
                                 capture_output=True, timeout=120, check=False)
         assert "Redis data is LOST" in status.stdout and "None" not in status.stdout, status.stdout
