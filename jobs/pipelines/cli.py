@@ -85,3 +85,156 @@ def validate(name: Annotated[str | None, typer.Argument(help="One pipeline (defa
             typer.echo(f"{len(found) if name is None else 1} pipeline(s) valid")
     if lines:
         raise typer.Exit(1)
+
+
+def _param(text: str) -> tuple[str, object]:
+    name, sep, raw = text.partition("=")
+    if not sep or not name.strip():
+        raise ConfigError(f"--param {text!r}: give NAME=VALUE, e.g. --param max_speed_kmh=800")
+    try:
+        value: object = json.loads(raw)
+    except ValueError:
+        value = raw
+    return name.strip(), value
+
+
+@pipelines_app.command("run")
+def run(
+    name: Annotated[str, typer.Argument(help="The pipeline's name.")],
+    *,
+    mode: Annotated[str, typer.Option("--mode", help="live (until SIGTERM) or replay (a range, then exit).")
+                    ] = "live",
+    from_: Annotated[str | None, typer.Option(
+        "--from", help="Start: earliest (default), offsets JSON, ISO timestamp or epoch ms.")] = None,
+    to: Annotated[str | None, typer.Option("--to", help="Replay end (exclusive): latest (default), offsets "
+                                                       "JSON, timestamp.")] = None,
+    sinks: Annotated[str, typer.Option("--sinks", help="Comma-separated: kafka, redis.")] = "kafka,redis",
+    prefix: Annotated[str | None, typer.Option(
+        "--prefix", help="Redis prefix of the views (default: the pipeline's redis_prefix).")] = None,
+    query: Annotated[str | None, typer.Option("--query", help="Query name, its checkpoint's (default: "
+                                                               "streaming.query_name, -replay for a replay).")
+                     ] = None,
+    output_suffix: Annotated[str | None, typer.Option(
+        "--output-suffix", help="Write the analyzed records and dead letters to <topic>.<suffix> instead.")
+                             ] = None,
+    params: Annotated[list[str] | None, typer.Option(
+        "--param", help="NAME=VALUE overriding the pipeline's params for this run (repeatable).")] = None,
+    fresh: Annotated[bool, typer.Option("--fresh", help="Replay: discard its checkpoint first.")] = False,
+    max_offsets: Annotated[int | None, typer.Option(
+        "--max-offsets-per-trigger", help="Records per micro-batch (default: the pipeline's).")] = None,
+    as_json: Annotated[bool, JSON_OPTION] = False,
+) -> None:
+    """Run a pipeline's streaming job on the engine: live until SIGTERM, or replay a range."""
+    from jobs.common.config import load_config
+    from jobs.engine.run import SINKS, PipelineRun, run_pipeline
+    from jobs.streaming.cli import check_run_options, parse_bound
+
+    check_run_options(mode, to, max_offsets)
+    chosen = frozenset(part.strip() for part in sinks.split(",") if part.strip())
+    if not chosen or chosen - set(SINKS):
+        raise ConfigError(f"--sinks {sinks!r}: choose from {', '.join(SINKS)} (comma-separated)")
+    item, _ = _one(name)
+    spec = PipelineRun(mode=mode, starting=parse_bound(from_, "--from") or "earliest",
+                       ending=(parse_bound(to, "--to") or "latest") if mode == "replay" else None,
+                       sinks=chosen, prefix=prefix, query=query, fresh=fresh, output_suffix=output_suffix,
+                       max_offsets_per_trigger=max_offsets, params=dict(map(_param, params or [])))
+    report = run_pipeline(load_config(), item, spec, progress=lambda line: typer.echo(line, err=True))
+    if as_json:
+        typer.echo(json.dumps(report))
+        return
+    typer.echo(f"pipeline {name}, query {report['query']} ({mode}): {report['batches']} batches, "
+               f"{report['input_rows']} records read, {report['valid_rows']} valid, {report['dlq_rows']} "
+               f"dead-lettered, {report['late_rows']} late, in {report['duration_s']:.1f} s")
+
+
+@pipelines_app.command("view")
+def view(
+    name: Annotated[str, typer.Argument(help="The pipeline's name.")],
+    view_name: Annotated[str, typer.Argument(metavar="VIEW", help="One of the pipeline's views.")],
+    key: Annotated[str | None, typer.Option("--key", help="The key (entity and latest views).")] = None,
+    window: Annotated[int | None, typer.Option("--window", help="Window start, epoch ms (default: the "
+                                                                 "latest).")] = None,
+    prefix: Annotated[str | None, typer.Option("--prefix", help="Redis prefix (default: the pipeline's).")
+                      ] = None,
+) -> None:
+    """Read one view of a pipeline from Redis (JSON)."""
+    from jobs.common.config import load_config
+    from jobs.engine.reads import ViewReadError, read_view
+    from jobs.streaming.redis_sink import connect
+
+    item, _ = _one(name)
+    if item.spec is None:
+        raise ConfigError(f"pipeline {name}: {item.problems[0]}")
+    if view_name not in item.spec.views:
+        raise ConfigError(f"pipeline {name} has no view {view_name!r}; its views: "
+                          f"{', '.join(sorted(item.spec.views))}")
+    client = connect(load_config())
+    try:
+        typer.echo(json.dumps(read_view(client, prefix or item.spec.streaming.redis_prefix, view_name,
+                                        item.spec.views[view_name], key=key, window=window)))
+    except ViewReadError as exc:
+        raise ConfigError(str(exc)) from None
+    finally:
+        client.close()
+
+
+@pipelines_app.command("produce")
+def produce(
+    name: Annotated[str, typer.Argument(help="The pipeline's name.")],
+    file: Annotated[str, typer.Argument(help="A file of one record per line, or - for stdin.")] = "-",
+    as_json: Annotated[bool, JSON_OPTION] = False,
+) -> None:
+    """Send lines to a pipeline's source topic as records (key: the line's ``source.key`` field)."""
+    import sys
+
+    from confluent_kafka import Producer
+
+    from jobs.common.config import load_config
+    from jobs.common.kafka.client import producer_config
+    from jobs.engine.run import ensure_topics
+
+    item, _ = _one(name)
+    if item.spec is None:
+        raise ConfigError(f"pipeline {name}: {item.problems[0]}")
+    cfg = load_config()
+    ensure_topics(cfg, item.spec)
+    key_field, topic = item.spec.source.key, item.spec.source.topic
+    producer = Producer(producer_config(cfg.kafka.client_config()))
+    sent = unkeyed = 0
+    try:
+        lines = sys.stdin if file == "-" else open(file, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read {file}: {exc.strerror}; give a readable file or - for stdin"
+                          ) from None
+    with lines:
+        for line in lines:
+            value = line.rstrip("\n")
+            if not value:
+                continue
+            key = _key_of(value, key_field)
+            unkeyed += key is None
+            producer.produce(topic, value.encode(), key)
+            sent += 1
+            if not sent % 10_000:
+                producer.poll(0)
+                typer.echo(f"{sent} records sent", err=True)
+    left = producer.flush(60)
+    if left:
+        raise ConfigError(f"{left} of {sent} record(s) not acknowledged by Kafka in 60 s; check the brokers "
+                          "(kappa doctor) and send the file again (the pipeline's parse sees duplicates)")
+    result = {"pipeline": name, "topic": topic, "records": sent, "without_key": unkeyed}
+    typer.echo(json.dumps(result) if as_json else
+               f"{sent} records sent to {topic} ({unkeyed} without a {key_field or 'key'} field)")
+
+
+def _key_of(value: str, field: str | None) -> bytes | None:
+    """The Kafka key of a line: its JSON object's ``field`` (None when absent or not JSON)."""
+    if field is None:
+        return None
+    try:
+        data = json.loads(value)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.get(field) is None:
+        return None
+    return str(data[field]).encode()

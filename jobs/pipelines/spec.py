@@ -16,6 +16,8 @@ from jobs.common.config_sections import Section
 from jobs.pipelines.views import View
 
 NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+RESERVED_VIEW_NAMES = ("fence", "state", "metrics", "run")
+"""Redis key names under a pipeline's prefix that the engine writes itself."""
 TABLE = re.compile(r"^(bronze|silver|gold|ops)\.[a-z][a-z0-9_]*$")
 
 
@@ -118,6 +120,10 @@ class PipelineSpec(Section):
         bad = [name for name in views if not NAME.match(name)]
         if bad:
             raise ValueError(f"view name(s) {bad}: lower case letters, digits and _, starting with a letter")
+        taken = sorted(set(views) & set(RESERVED_VIEW_NAMES))
+        if taken:
+            raise ValueError(f"view name(s) {taken}: the engine writes these keys itself "
+                             f"({', '.join(RESERVED_VIEW_NAMES)}); choose other names")
         return views
 
     @field_validator("tables")

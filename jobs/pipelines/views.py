@@ -82,6 +82,8 @@ class EntityField(Section):
     sum: str | None = None
     max: str | None = None
     where: Where | None = None
+    scale: int = Field(default=0, ge=0, le=9)
+    """A ``sum`` is kept in integer units of ``10**-scale`` (2 for cents): exact in any batching."""
 
     @model_validator(mode="after")
     def _one(self) -> EntityField:
@@ -130,7 +132,11 @@ class Distinct(_View):
 
 
 class Latest(_View):
-    """The fields of the record last in Kafka order per key: a hash per key."""
+    """The fields of the latest record per key: a hash per key.
+
+    Latest = the greatest (event time, partition, offset), compared in Redis before a write, so
+    every batching of the same records leaves the same record.
+    """
 
     kind: Literal["latest"]
     key: str

@@ -73,6 +73,16 @@ def parse_bound(text: str | None, flag: str) -> Any:
     return moment
 
 
+def check_run_options(mode: str, to: str | None, max_offsets: int | None) -> None:
+    """Refuse a run's contradictory or out-of-range options (one readable line)."""
+    if mode not in ("live", "replay"):
+        raise ConfigError(f"--mode {mode!r}: choose live or replay")
+    if mode == "live" and to is not None:
+        raise ConfigError("--to only applies to --mode replay; a live query runs until stopped")
+    if max_offsets is not None and max_offsets < 1:
+        raise ConfigError(f"--max-offsets-per-trigger must be >= 1, got {max_offsets}")
+
+
 def _sinks(text: str) -> frozenset[str]:
     from jobs.streaming.run_spec import SINKS
 
@@ -113,12 +123,7 @@ def run(
     from jobs.common.spark_attach import run_stream
     from jobs.streaming.run_spec import RunSpec
 
-    if mode not in ("live", "replay"):
-        raise ConfigError(f"--mode {mode!r}: choose live or replay")
-    if mode == "live" and to is not None:
-        raise ConfigError("--to only applies to --mode replay; a live query runs until stopped")
-    if max_offsets is not None and max_offsets < 1:
-        raise ConfigError(f"--max-offsets-per-trigger must be >= 1, got {max_offsets}")
+    check_run_options(mode, to, max_offsets)
     spec = RunSpec(mode=mode,  # type: ignore[arg-type]
                    query=query, starting=parse_bound(from_, "--from") or "earliest",
                    ending=(parse_bound(to, "--to") or "latest") if mode == "replay" else None,
