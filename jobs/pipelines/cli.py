@@ -224,7 +224,7 @@ def produce(
                           "(kappa doctor) and send the file again (the pipeline's parse sees duplicates)")
     result = {"pipeline": name, "topic": topic, "records": sent, "without_key": unkeyed}
     typer.echo(json.dumps(result) if as_json else
-               f"{sent} records sent to {topic} ({unkeyed} without a {key_field or 'key'} field)")
+               f"{sent} records sent to {topic} ({unkeyed} without the key field {key_field})")
 
 
 def _key_of(value: str, field: str | None) -> bytes | None:
