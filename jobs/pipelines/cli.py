@@ -15,7 +15,10 @@ JSON_OPTION = typer.Option("--json", help="Print machine-readable JSON.")
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``kappa pipelines`` to the root CLI."""
+    """Add ``kappa pipelines`` to the root CLI (with the lake commands of jobs/pipelines/cli_lake.py)."""
+    from jobs.pipelines import cli_lake
+
+    del cli_lake  # its commands register themselves on pipelines_app
     app.add_typer(pipelines_app, name="pipelines")
 
 
