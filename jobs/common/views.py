@@ -108,11 +108,12 @@ def live_tables(cfg: KappaConfig) -> dict[str, Any]:
     return tables
 
 
-def read_views(cfg: KappaConfig, timeout_s: float = TIMEOUT_S) -> Views:
+def read_views(cfg: KappaConfig, timeout_s: float = TIMEOUT_S, scope: str = "") -> Views:
     """Read the pointer topic (no topic or no record: version 1 is current).
 
     ``timeout_s`` bounds the metadata and offsets requests (a caller that has a fallback when
-    Kafka is down gives a short one).
+    Kafka is down gives a short one). ``scope`` is the key prefix of one pipeline's records
+    (``<name>/``; the RSVP summaries' records have none).
     """
     from jobs.common.kafka.client import LIBRDKAFKA_LOG
 
@@ -138,8 +139,8 @@ def read_views(cfg: KappaConfig, timeout_s: float = TIMEOUT_S) -> Views:
                     continue
                 position = max(position, int(message.offset() or 0) + 1)
                 key, value = message.key(), message.value()
-                if key is not None and value is not None:
-                    latest[key.decode()] = json.loads(value)
+                if key is not None and value is not None and _in_scope(key.decode(), scope):
+                    latest[key.decode().removeprefix(scope)] = json.loads(value)
     except KafkaException as exc:
         raise ViewsError(f"the view pointer topic {topic} could not be read ({exc}); check Kafka") from None
     finally:
@@ -148,6 +149,12 @@ def read_views(cfg: KappaConfig, timeout_s: float = TIMEOUT_S) -> Views:
     versions = {int(key.split("/", 1)[1]): value for key, value in latest.items()
                 if key.startswith("version/")}
     return Views(current=current, versions=versions)
+
+
+def _in_scope(key: str, scope: str) -> bool:
+    """Whether a pointer record belongs to ``scope`` (the unscoped one: keys without a ``/`` scope)."""
+    rest = key.removeprefix(scope) if key.startswith(scope) else None
+    return rest is not None and (rest == CURRENT_KEY or rest.startswith("version/"))
 
 
 def current_version(cfg: KappaConfig) -> int:
@@ -160,18 +167,26 @@ def current_config(cfg: KappaConfig) -> KappaConfig:
     return version_config(cfg, current_version(cfg))
 
 
-def record_version(cfg: KappaConfig, version: int, state: str, **details: Any) -> None:
+def record_version(cfg: KappaConfig, version: int, state: str, scope: str = "", **details: Any) -> None:
     """Record what is known of a version (its state and details) on the pointer topic."""
-    _produce(cfg, {f"version/{version}": {"version": version, "state": state,
-                                          "updated_ms": int(time.time() * 1000), **details}})
+    _produce(cfg, {f"{scope}version/{version}": {"version": version, "state": state,
+                                                  "updated_ms": int(time.time() * 1000), **details}})
 
 
-def switch_current(cfg: KappaConfig, version: int, previous: int) -> None:
-    """Make ``version`` current: one record that every reader follows; ``previous`` is kept."""
+def switch_current(cfg: KappaConfig, version: int, previous: int, scope: str = "",
+                   details: Mapping[int, Mapping[str, Any]] | None = None) -> None:
+    """Make ``version`` current: one record that every reader follows; ``previous`` is kept.
+
+    ``details``: what else each version's record keeps (a pipeline version's params).
+    """
     now = int(time.time() * 1000)
-    _produce(cfg, {f"version/{previous}": {"version": previous, "state": PREVIOUS, "updated_ms": now},
-                   f"version/{version}": {"version": version, "state": CURRENT, "updated_ms": now},
-                   CURRENT_KEY: {"version": version, "previous": previous, "switched_ms": now}})
+    kept = details or {}
+    _produce(cfg, {
+        f"{scope}version/{previous}": {**kept.get(previous, {}), "version": previous, "state": PREVIOUS,
+                                       "updated_ms": now},
+        f"{scope}version/{version}": {**kept.get(version, {}), "version": version, "state": CURRENT,
+                                      "updated_ms": now},
+        f"{scope}{CURRENT_KEY}": {"version": version, "previous": previous, "switched_ms": now}})
 
 
 def _produce(cfg: KappaConfig, records: Mapping[str, Mapping[str, Any]]) -> None:

@@ -12,13 +12,15 @@ from jobs.common.errors import ConfigError
 pipelines_app = typer.Typer(no_args_is_help=True, help=(
     "The pipelines on the platform: list them, show one's definition, validate them (a dry run)."))
 JSON_OPTION = typer.Option("--json", help="Print machine-readable JSON.")
+VERSION_OPTION = typer.Option("--version", help="View version (default: the current one; "
+                                                "docs/reference/pipeline-yaml.md, 'View versions').")
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``kappa pipelines`` to the root CLI (with the lake commands of jobs/pipelines/cli_lake.py)."""
-    from jobs.pipelines import cli_lake
+    """Add ``kappa pipelines`` to the root CLI (with the commands of cli_lake.py, cli_versions.py)."""
+    from jobs.pipelines import cli_lake, cli_versions
 
-    del cli_lake  # its commands register themselves on pipelines_app
+    del cli_lake, cli_versions  # their commands register themselves on pipelines_app
     app.add_typer(pipelines_app, name="pipelines")
 
 
@@ -90,6 +92,18 @@ def validate(name: Annotated[str | None, typer.Argument(help="One pipeline (defa
         raise typer.Exit(1)
 
 
+def _version(cfg, item, number: int | None):
+    """The chosen view version of a pipeline (default: the current one, read from the pointer)."""
+    from jobs.engine.versions import pipeline_views, version
+
+    if item.spec is None:
+        raise ConfigError(f"pipeline {item.name}: {item.problems[0]}")
+    if number is not None and number < 1:
+        raise ConfigError(f"--version must be >= 1, got {number}")
+    views = pipeline_views(cfg, item.spec)
+    return version(item.spec, views.current if number is None else number, views)
+
+
 def _param(text: str) -> tuple[str, object]:
     name, sep, raw = text.partition("=")
     if not sep or not name.strip():
@@ -125,9 +139,14 @@ def run(
     fresh: Annotated[bool, typer.Option("--fresh", help="Replay: discard its checkpoint first.")] = False,
     max_offsets: Annotated[int | None, typer.Option(
         "--max-offsets-per-trigger", help="Records per micro-batch (default: the pipeline's).")] = None,
+    version: Annotated[int | None, VERSION_OPTION] = None,
     as_json: Annotated[bool, JSON_OPTION] = False,
 ) -> None:
-    """Run a pipeline's streaming job on the engine: live until SIGTERM, or replay a range."""
+    """Run a pipeline's streaming job on the engine: live until SIGTERM, or replay a range.
+
+    The run writes view version --version (default: the current one): its Redis prefix, its
+    outputs and, live, its query; --prefix, --query and --output-suffix override the names.
+    """
     from jobs.common.config import load_config
     from jobs.engine.run import SINKS, PipelineRun, run_pipeline
     from jobs.streaming.cli import check_run_options, parse_bound
@@ -137,11 +156,16 @@ def run(
     if not chosen or chosen - set(SINKS):
         raise ConfigError(f"--sinks {sinks!r}: choose from {', '.join(SINKS)} (comma-separated)")
     item, _ = _one(name)
+    cfg = load_config()
+    chosen_version = _version(cfg, item, version)
     spec = PipelineRun(mode=mode, starting=parse_bound(from_, "--from") or "earliest",
                        ending=(parse_bound(to, "--to") or "latest") if mode == "replay" else None,
-                       sinks=chosen, prefix=prefix, query=query, fresh=fresh, output_suffix=output_suffix,
-                       max_offsets_per_trigger=max_offsets, params=dict(map(_param, params or [])))
-    report = run_pipeline(load_config(), item, spec, progress=lambda line: typer.echo(line, err=True))
+                       sinks=chosen, prefix=prefix or chosen_version.prefix,
+                       query=query or chosen_version.query + ("" if mode == "live" else "-replay"),
+                       fresh=fresh, output_suffix=output_suffix or chosen_version.output_suffix,
+                       max_offsets_per_trigger=max_offsets,
+                       params={**chosen_version.params, **dict(map(_param, params or []))})
+    report = run_pipeline(cfg, item, spec, progress=lambda line: typer.echo(line, err=True))
     if as_json:
         typer.echo(json.dumps(report))
         return
@@ -153,14 +177,16 @@ def run(
 @pipelines_app.command("view")
 def view(
     name: Annotated[str, typer.Argument(help="The pipeline's name.")],
+    *,
     view_name: Annotated[str, typer.Argument(metavar="VIEW", help="One of the pipeline's views.")],
     key: Annotated[str | None, typer.Option("--key", help="The key (entity and latest views).")] = None,
     window: Annotated[int | None, typer.Option("--window", help="Window start, epoch ms (default: the "
                                                                  "latest).")] = None,
-    prefix: Annotated[str | None, typer.Option("--prefix", help="Redis prefix (default: the pipeline's).")
+    prefix: Annotated[str | None, typer.Option("--prefix", help="Redis prefix (default: the version's).")
                       ] = None,
+    version: Annotated[int | None, VERSION_OPTION] = None,
 ) -> None:
-    """Read one view of a pipeline from Redis (JSON)."""
+    """Read one view of a pipeline from Redis (JSON), of the current view version by default."""
     from jobs.common.config import load_config
     from jobs.engine.reads import ViewReadError, read_view
     from jobs.streaming.redis_sink import connect
@@ -171,9 +197,11 @@ def view(
     if view_name not in item.spec.views:
         raise ConfigError(f"pipeline {name} has no view {view_name!r}; its views: "
                           f"{', '.join(sorted(item.spec.views))}")
-    client = connect(load_config())
+    cfg = load_config()
+    client = connect(cfg)
     try:
-        typer.echo(json.dumps(read_view(client, prefix or item.spec.streaming.redis_prefix, view_name,
+        chosen = prefix or _version(cfg, item, version).prefix
+        typer.echo(json.dumps(read_view(client, chosen, view_name,
                                         item.spec.views[view_name], key=key, window=window)))
     except ViewReadError as exc:
         raise ConfigError(str(exc)) from None

@@ -1,0 +1,184 @@
+"""``kappa pipelines reprocess | diff | promote | versions``: a pipeline's view versions.
+
+A new version is built from the log beside the current one (its own prefix, outputs and
+query), compared key by key, and made current with one pointer record (jobs/engine/versions.py).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+
+from jobs.common.errors import ConfigError
+from jobs.pipelines.cli import JSON_OPTION, _one, _param, pipelines_app
+
+NEW_VERSION = typer.Option("--version", help="The version to build, compare or promote (>= 2).")
+MAX_BEHIND = 100_000
+
+
+def _spec(name: str) -> Any:
+    item, _ = _one(name)
+    if item.spec is None:
+        raise ConfigError(f"pipeline {name}: {item.problems[0]}")
+    return item
+
+
+def _checked(number: int) -> int:
+    if number < 2:
+        raise ConfigError(f"--version {number}: version 1 is the pipeline's first; build 2 or later")
+    return number
+
+
+@pipelines_app.command("reprocess")
+def reprocess(
+    name: Annotated[str, typer.Argument(help="The pipeline's name.")],
+    version_number: Annotated[int, NEW_VERSION],
+    params: Annotated[list[str] | None, typer.Option(
+        "--param", help="NAME=VALUE: the version's params that differ from the declared (repeatable).")
+                              ] = None,
+    as_json: Annotated[bool, JSON_OPTION] = False,
+) -> None:
+    """Build view version --version from the whole log (the current one keeps serving).
+
+    Runs the pipeline's code over the source from its earliest offset to its end now, into the
+    version's own Redis prefix and outputs, with the given params; run again, it resumes. Then
+    compare (`diff`), make it current (`promote`) and run it live (`kappa pipelines run NAME`).
+    """
+    from jobs.common.config import load_config
+    from jobs.engine.run import PipelineRun, run_pipeline
+    from jobs.engine.versions import pipeline_views, record_building, version
+
+    item, cfg = _spec(name), load_config()
+    number = _checked(version_number)
+    views = pipeline_views(cfg, item.spec)
+    if number == views.current:
+        raise ConfigError(f"version {number} of pipeline {name} is the current one; build a new version")
+    overrides = dict(map(_param, params or []))
+    recorded = views.versions.get(number, {}).get("params")
+    if recorded is not None and recorded != overrides:
+        raise ConfigError(f"version {number} of pipeline {name} was started with params {recorded}; give the "
+                          "same params to resume it, or build another version")
+    record_building(cfg, item.spec, number, overrides)
+    chosen = version(item.spec, number)
+    report = run_pipeline(cfg, item, PipelineRun(
+        mode="replay", starting="earliest", ending=None, prefix=chosen.prefix, query=chosen.query,
+        output_suffix=chosen.output_suffix, params=overrides),
+        progress=lambda line: typer.echo(line, err=True))
+    report |= {"version": number, "params": overrides}
+    typer.echo(json.dumps(report) if as_json else
+               f"pipeline {name} version {number} built: {report['valid_rows']} records, "
+               f"{report['dlq_rows']} dead-lettered, in {report['duration_s']:.1f} s "
+               f"(prefix {chosen.prefix}); "
+               f"next: kappa pipelines diff {name} --version {number}")
+
+
+@pipelines_app.command("diff")
+def diff(
+    name: Annotated[str, typer.Argument(help="The pipeline's name.")],
+    version_number: Annotated[int, NEW_VERSION],
+    as_json: Annotated[bool, JSON_OPTION] = False,
+) -> None:
+    """Compare view version --version with the current one, key by key."""
+    from jobs.common.config import load_config
+    from jobs.engine.diff import diff_versions
+    from jobs.engine.versions import pipeline_views, version
+    from jobs.streaming.redis_sink import connect
+
+    item, cfg = _spec(name), load_config()
+    views = pipeline_views(cfg, item.spec)
+    client = connect(cfg)
+    try:
+        report = diff_versions(client, item.spec, version(item.spec, views.current, views),
+                               version(item.spec, _checked(version_number), views))
+    finally:
+        client.close()
+    if as_json:
+        typer.echo(json.dumps(report))
+        return
+    typer.echo(f"pipeline {name}: version {views.current} (current) vs {version_number}: "
+               f"{report['keys_equal']} keys equal, {report['keys_changed']} changed, "
+               f"{len(report['only_in_current'])} only in {views.current}, "
+               f"{len(report['only_in_version'])} only in {version_number}")
+    for view, count in report["differing_keys_per_view"].items():
+        typer.echo(f"  {view}: {count} keys differ")
+
+
+@pipelines_app.command("promote")
+def promote(
+    name: Annotated[str, typer.Argument(help="The pipeline's name.")],
+    version_number: Annotated[int, NEW_VERSION],
+    max_behind: Annotated[int, typer.Option(
+        "--max-behind", help="Refuse when the version is more records than this behind the log.")
+                    ] = MAX_BEHIND,
+    as_json: Annotated[bool, JSON_OPTION] = False,
+) -> None:
+    """Make view version --version current: readers switch at once; then run it live.
+
+    After the switch, stop the live run of the previous version and start `kappa pipelines run
+    NAME` (it runs the current version, resuming where the build stopped).
+    """
+    from jobs.common.config import load_config
+    from jobs.engine.versions import pipeline_views, version
+    from jobs.engine.versions import promote as switch
+    from jobs.streaming.redis_sink import connect
+
+    item, cfg = _spec(name), load_config()
+    number = _checked(version_number)
+    views = pipeline_views(cfg, item.spec)
+    if number not in views.versions:
+        raise ConfigError(f"pipeline {name} has no version {number}; build it with "
+                          f"`kappa pipelines reprocess {name} --version {number}`")
+    if number == views.current:
+        raise ConfigError(f"version {number} of pipeline {name} is already current")
+    behind = _behind(cfg, item.spec, version(item.spec, number).prefix, connect)
+    if behind > max_behind:
+        raise ConfigError(f"version {number} is {behind} records behind the log (--max-behind "
+                          f"{max_behind}); let it catch up (`kappa pipelines run {name} --version "
+                          f"{number}`) and promote again")
+    switch(cfg, item.spec, number, views)
+    result = {"pipeline": name, "current": number, "previous": views.current, "behind": behind}
+    typer.echo(json.dumps(result) if as_json else
+               f"pipeline {name}: version {number} is current (previous {views.current}, {behind} records "
+               f"behind the log); restart its live run: kappa pipelines run {name}")
+
+
+def _behind(cfg: Any, spec: Any, prefix: str, connect: Any) -> int:
+    """Records of the source the version's fence has not reached."""
+    from jobs.streaming.fence_fields import parse_fence
+    from jobs.streaming.preflight import watermarks
+
+    client = connect(cfg)
+    try:
+        fence = parse_fence(client.hgetall(f"{prefix}:fence"))
+    finally:
+        client.close()
+    marks = watermarks(cfg, [(spec.source.topic, p) for p in range(spec.source.partitions)])
+    return sum(max(0, high - fence.get(tp, low)) for tp, (low, high) in marks.items())
+
+
+@pipelines_app.command("versions")
+def versions(
+    name: Annotated[str, typer.Argument(help="The pipeline's name.")],
+    as_json: Annotated[bool, JSON_OPTION] = False,
+) -> None:
+    """The pipeline's view versions: state, params, prefix and how far behind the log each is."""
+    from jobs.common.config import load_config
+    from jobs.engine.versions import pipeline_views, version
+    from jobs.streaming.redis_sink import connect
+
+    item, cfg = _spec(name), load_config()
+    views = pipeline_views(cfg, item.spec)
+    rows = []
+    for number in sorted({1, views.current, *views.versions}):
+        chosen = version(item.spec, number, views)
+        rows.append({"version": number, "state": views.state(number), "prefix": chosen.prefix,
+                     "query": chosen.query, "params": chosen.params,
+                     "behind": _behind(cfg, item.spec, chosen.prefix, connect)})
+    if as_json:
+        typer.echo(json.dumps(rows))
+        return
+    for row in rows:
+        typer.echo(f"v{row['version']} {row['state']}: prefix {row['prefix']}, query {row['query']}, "
+                   f"params {row['params'] or 'as declared'}, {row['behind']} records behind")
