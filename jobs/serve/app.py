@@ -12,7 +12,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import SecretStr
 
 from jobs.common.config import KappaConfig
-from jobs.serve import asyncapi, errors, rest, streams
+from jobs.serve import asyncapi, errors, pipelines, rest, streams
 from jobs.serve.guard import Guard
 from jobs.serve.service import Service
 
@@ -54,6 +54,7 @@ def build_app(cfg: KappaConfig, token: SecretStr | None) -> Guard:
     errors.install(app)
     app.include_router(rest.router)
     app.include_router(streams.router)
+    app.include_router(pipelines.router(cfg))
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["operations"],
                       summary="Health: Redis answers and both shared consumers poll")
     app.add_api_route("/metrics", metrics, methods=["GET"], tags=["operations"],

@@ -8,6 +8,7 @@ pipeline's rules.
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import uuid
 from collections import defaultdict
@@ -90,3 +91,48 @@ def family(snapshot: dict[str, Any], view: str) -> dict[str, Any]:
     """The keys of one view in a snapshot, without the view's name (its window index left out)."""
     return {key[len(view) + 1:]: value for key, value in snapshot.items()
             if key.startswith(view + ":") and key != f"{view}:windows"}
+
+
+def haversine_km(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
+    """Great-circle distance (the test's own, on a sphere of the mean Earth radius)."""
+    p1, p2 = math.radians(lat1), math.radians(lat2)
+    a = (math.sin((p2 - p1) / 2) ** 2
+         + math.cos(p1) * math.cos(p2) * math.sin(math.radians(lon2 - lon1) / 2) ** 2)
+    return 2 * 6371.0088 * math.asin(min(1.0, math.sqrt(a)))
+
+
+def slow_pairs(items: list[Item], max_speed_kmh: float) -> set[str]:
+    """The txn ids of planted second ends whose speed is at most ``max_speed_kmh`` (no longer flagged)."""
+    first: dict[str, dict[str, Any]] = {}
+    slow = set()
+    for item in items:
+        if item.kind.startswith("malformed") or not (item.key or "").startswith("card-T"):
+            continue
+        txn = json.loads(item.value)
+        if item.kind != "planted_travel":
+            first[txn["card_id"]] = txn
+            continue
+        a = first[txn["card_id"]]
+        km = haversine_km(a["lat"], a["lon"], txn["lat"], txn["lon"])
+        hours = (txn["event_time_ms"] - a["event_time_ms"]) / 3_600_000
+        if hours > 0 and km / hours <= max_speed_kmh:
+            slow.add(txn["txn_id"])
+    return slow
+
+
+def relabelled(items: list[Item], approve: set[str]) -> list[Item]:
+    """The items with the given planted second ends labelled ``ok``."""
+    return [Item(i.key, i.value, "ok")
+            if i.kind == "planted_travel" and json.loads(i.value)["txn_id"] in approve else i for i in items]
+
+
+def view_keys(want: Expected) -> dict[str, Any]:
+    """The keys of the flag views and the last-use view that the expected answer implies."""
+    keys: dict[str, Any] = {}
+    flag_views = (("flags_by_country", want.flags_by_country), ("top_merchants", want.merchant_flags))
+    for view, per_minute in flag_views:
+        flagged = {m: dict(c) for m, c in per_minute.items() if c}
+        keys |= {f"{view}:{m}": counts for m, counts in flagged.items()}
+        keys[f"{view}:windows"] = sorted(flagged)
+    keys |= {f"last_use:{card}": use for card, use in want.last_use.items()}
+    return keys
