@@ -92,6 +92,11 @@ def validate(name: Annotated[str | None, typer.Argument(help="One pipeline (defa
         raise typer.Exit(1)
 
 
+def process_name(pipeline: str, version_number: int) -> str:
+    """The registered name of a pipeline's run of a view version (``kappa pipelines stop``)."""
+    return f"pipeline-{pipeline}" + ("" if version_number == 1 else f"-v{version_number}")
+
+
 def _version(cfg, item, number: int | None):
     """The chosen view version of a pipeline (default: the current one, read from the pointer)."""
     from jobs.engine.versions import pipeline_views, version
@@ -165,7 +170,10 @@ def run(
                        fresh=fresh, output_suffix=output_suffix or chosen_version.output_suffix,
                        max_offsets_per_trigger=max_offsets,
                        params={**chosen_version.params, **dict(map(_param, params or []))})
-    report = run_pipeline(cfg, item, spec, progress=lambda line: typer.echo(line, err=True))
+    from jobs.common.processes import register_process
+
+    with register_process(cfg, process_name(name, chosen_version.number)):
+        report = run_pipeline(cfg, item, spec, progress=lambda line: typer.echo(line, err=True))
     if as_json:
         typer.echo(json.dumps(report))
         return

@@ -182,3 +182,67 @@ def versions(
     for row in rows:
         typer.echo(f"v{row['version']} {row['state']}: prefix {row['prefix']}, query {row['query']}, "
                    f"params {row['params'] or 'as declared'}, {row['behind']} records behind")
+
+
+@pipelines_app.command("stop")
+def stop(
+    name: Annotated[str, typer.Argument(help="The pipeline's name.")],
+    version_number: Annotated[int | None, typer.Option(
+        "--version", help="The view version whose run stops (default: the current one).")] = None,
+    grace_s: Annotated[float, typer.Option("--grace", help="Seconds before SIGKILL.")] = 300.0,
+) -> None:
+    """Stop a pipeline's run gracefully (it finishes its batch), SIGKILL after --grace."""
+    from jobs.common.config import load_config
+    from jobs.common.processes import registered, stop_registered
+    from jobs.engine.versions import pipeline_views
+    from jobs.pipelines.cli import process_name
+
+    item, cfg = _spec(name), load_config()
+    number = version_number if version_number is not None else pipeline_views(cfg, item.spec).current
+    target = process_name(name, number)
+    if target not in {entry.name for entry in registered(cfg)}:
+        typer.echo(f"no run of pipeline {name} version {number} is registered ({target})")
+        return
+    for entry in stop_registered(cfg, grace_s=grace_s, progress=lambda line: typer.echo(line, err=True),
+                                 names=(target,)):
+        typer.echo(f"stopped {entry.name} (pid {entry.pid})")
+
+
+@pipelines_app.command("status")
+def status(
+    name: Annotated[str, typer.Argument(help="The pipeline's name.")],
+    as_json: Annotated[bool, JSON_OPTION] = False,
+) -> None:
+    """Each view version's run: its pid (if running), last batch, records behind the log."""
+    import time
+
+    from jobs.common.config import load_config
+    from jobs.engine.versions import pipeline_views, version
+    from jobs.streaming.redis_sink import connect
+    from jobs.streaming.state import checkpoint_path, lock_holder
+
+    item, cfg = _spec(name), load_config()
+    views = pipeline_views(cfg, item.spec)
+    client = connect(cfg)
+    rows: list[dict[str, Any]] = []
+    try:
+        for number in sorted({1, views.current, *views.versions}):
+            chosen = version(item.spec, number, views)
+            raw = client.hget(f"{chosen.prefix}:metrics", chosen.query)
+            last = json.loads(raw) if raw else None
+            rows.append({"version": number, "state": views.state(number), "query": chosen.query,
+                         "pid": lock_holder(checkpoint_path(cfg.lake.checkpoint_root, chosen.query)),
+                         "last_batch": last, "last_batch_age_s": None if last is None else
+                         round(time.time() - last["emitted_ms"] / 1000, 1),
+                         "behind": _behind(cfg, item.spec, chosen.prefix, connect)})
+    finally:
+        client.close()
+    if as_json:
+        typer.echo(json.dumps(rows))
+        return
+    for row in rows:
+        running = f"running (pid {row['pid']})" if row["pid"] else "NOT running"
+        last = ("no batch yet" if row["last_batch"] is None else
+                f"last batch {row['last_batch']['batch_id']} {row['last_batch_age_s']} s ago")
+        typer.echo(f"v{row['version']} {row['state']}: query {row['query']} {running}, {last}, "
+                   f"{row['behind']} records behind")
