@@ -1,4 +1,4 @@
-"""``kappa pipelines reprocess | diff | promote | versions``: a pipeline's view versions.
+"""``kappa pipelines reprocess | diff | promote | status | stop``: a pipeline's view versions and runs.
 
 A new version is built from the log beside the current one (its own prefix, outputs and
 query), compared key by key, and made current with one pointer record (jobs/engine/versions.py).
@@ -158,32 +158,6 @@ def _behind(cfg: Any, spec: Any, prefix: str, connect: Any) -> int:
     return sum(max(0, high - fence.get(tp, low)) for tp, (low, high) in marks.items())
 
 
-@pipelines_app.command("versions")
-def versions(
-    name: Annotated[str, typer.Argument(help="The pipeline's name.")],
-    as_json: Annotated[bool, JSON_OPTION] = False,
-) -> None:
-    """The pipeline's view versions: state, params, prefix and how far behind the log each is."""
-    from jobs.common.config import load_config
-    from jobs.engine.versions import pipeline_views, version
-    from jobs.streaming.redis_sink import connect
-
-    item, cfg = _spec(name), load_config()
-    views = pipeline_views(cfg, item.spec)
-    rows = []
-    for number in sorted({1, views.current, *views.versions}):
-        chosen = version(item.spec, number, views)
-        rows.append({"version": number, "state": views.state(number), "prefix": chosen.prefix,
-                     "query": chosen.query, "params": chosen.params,
-                     "behind": _behind(cfg, item.spec, chosen.prefix, connect)})
-    if as_json:
-        typer.echo(json.dumps(rows))
-        return
-    for row in rows:
-        typer.echo(f"v{row['version']} {row['state']}: prefix {row['prefix']}, query {row['query']}, "
-                   f"params {row['params'] or 'as declared'}, {row['behind']} records behind")
-
-
 @pipelines_app.command("stop")
 def stop(
     name: Annotated[str, typer.Argument(help="The pipeline's name.")],
@@ -213,7 +187,7 @@ def status(
     name: Annotated[str, typer.Argument(help="The pipeline's name.")],
     as_json: Annotated[bool, JSON_OPTION] = False,
 ) -> None:
-    """Each view version's run: its pid (if running), last batch, records behind the log."""
+    """Each view version: state, params, its run's pid (if running), last batch, records behind the log."""
     import time
 
     from jobs.common.config import load_config
@@ -230,7 +204,8 @@ def status(
             chosen = version(item.spec, number, views)
             raw = client.hget(f"{chosen.prefix}:metrics", chosen.query)
             last = json.loads(raw) if raw else None
-            rows.append({"version": number, "state": views.state(number), "query": chosen.query,
+            rows.append({"version": number, "state": views.state(number), "prefix": chosen.prefix,
+                         "query": chosen.query, "params": chosen.params,
                          "pid": lock_holder(checkpoint_path(cfg.lake.checkpoint_root, chosen.query)),
                          "last_batch": last, "last_batch_age_s": None if last is None else
                          round(time.time() - last["emitted_ms"] / 1000, 1),
@@ -244,5 +219,6 @@ def status(
         running = f"running (pid {row['pid']})" if row["pid"] else "NOT running"
         last = ("no batch yet" if row["last_batch"] is None else
                 f"last batch {row['last_batch']['batch_id']} {row['last_batch_age_s']} s ago")
-        typer.echo(f"v{row['version']} {row['state']}: query {row['query']} {running}, {last}, "
+        typer.echo(f"v{row['version']} {row['state']}: prefix {row['prefix']}, params "
+                   f"{row['params'] or 'as declared'}, query {row['query']} {running}, {last}, "
                    f"{row['behind']} records behind")
