@@ -18,7 +18,14 @@ from pydantic import (
     model_validator,
 )
 
-from jobs.common.config_sections import AirflowConfig, LoaderConfig, MonitoringConfig, Section, ServeConfig
+from jobs.common.config_sections import (
+    AirflowConfig,
+    LoaderConfig,
+    MonitoringConfig,
+    PipelinesConfig,
+    Section,
+    ServeConfig,
+)
 
 MASK = "**********"
 # librdkafka properties flagged _RK_SENSITIVE in rdkafka_conf.c (plus the alias of one):
@@ -256,4 +263,5 @@ class KappaConfig(Section):
     loader: LoaderConfig = LoaderConfig()
     serve: ServeConfig = ServeConfig()
     monitoring: MonitoringConfig = MonitoringConfig()
+    pipelines: PipelinesConfig = PipelinesConfig()
     topics: dict[str, TopicSpec] = Field(default_factory=dict)

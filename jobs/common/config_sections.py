@@ -62,6 +62,12 @@ class MonitoringConfig(Section):
     airflow_url: str | None = None  # Airflow API base (e.g. http://127.0.0.1:18280): scheduler health
 
 
+class PipelinesConfig(Section):
+    """The pipeline a command acts on when given no ``--pipeline`` (docs/reference/pipeline-yaml.md)."""
+
+    default: str | None = None  # None: the only pipeline found; several found: --pipeline is needed
+
+
 class ServeConfig(Section):
     """The data access tier (``kappa serve``, docs/api.md); owned by jobs/serve.
 

@@ -24,6 +24,42 @@ def register(app: typer.Typer) -> None:
     app.add_typer(pipelines_app, name="pipelines")
 
 
+PIPELINE_OPTION = typer.Option("--pipeline", help="The pipeline (default: pipelines.default in the config, "
+                                                  "or the only one).")
+
+
+def engine_pipeline(name: str | None) -> str | None:
+    """The pipeline of a command's ``--pipeline`` when the engine runs it, else None.
+
+    None: the pipeline's streaming job is ``kappa stream``'s own, and the command's own code path
+    serves it.
+
+    Only the ``pipeline.yaml`` files are read: no pipeline code is imported.
+    """
+    import yaml
+
+    from jobs.common.config import load_config
+    from jobs.pipelines.registry import SPEC_FILE, discover
+    from jobs.pipelines.spec import PipelineSpec
+
+    folders = {folder.name: folder for folder in discover()}
+    wanted = name or load_config().pipelines.default
+    if wanted is None:
+        if len(folders) != 1:
+            raise ConfigError(f"{len(folders)} pipelines ({', '.join(sorted(folders)) or 'none'}); say "
+                              "which with --pipeline NAME or set pipelines.default in the config")
+        wanted = next(iter(folders))
+    if wanted not in folders:
+        raise ConfigError(f"no pipeline {wanted!r}; the pipelines are: "
+                          f"{', '.join(sorted(folders)) or 'none'}")
+    try:
+        spec = PipelineSpec.model_validate(yaml.safe_load((folders[wanted] / SPEC_FILE).read_text()))
+    except Exception as exc:  # a broken definition: one line, the validate command says more
+        raise ConfigError(f"pipeline {wanted}: its {SPEC_FILE} is not valid ({type(exc).__name__}); run "
+                          f"`kappa pipelines validate {wanted}`") from None
+    return None if spec.streaming.job == "kappa-stream" else wanted
+
+
 def _all():
     from jobs.pipelines.registry import discover, load
 

@@ -133,6 +133,9 @@ def promote(
     if number == views.current:
         raise ConfigError(f"version {number} of pipeline {name} is already current")
     behind = _behind(cfg, item.spec, version(item.spec, number).prefix, connect)
+    if behind is None:
+        raise ConfigError(f"the source topic {item.spec.source.topic} cannot be read; check Kafka "
+                          "(`kappa doctor`) and promote again")
     if behind > max_behind:
         raise ConfigError(f"version {number} is {behind} records behind the log (--max-behind "
                           f"{max_behind}); let it catch up (`kappa pipelines run {name} --version "
@@ -144,8 +147,10 @@ def promote(
                f"behind the log); restart its live run: kappa pipelines run {name}")
 
 
-def _behind(cfg: Any, spec: Any, prefix: str, connect: Any) -> int:
-    """Records of the source the version's fence has not reached."""
+def _behind(cfg: Any, spec: Any, prefix: str, connect: Any) -> int | None:
+    """Records of the source the version's fence has not reached (None: the source cannot be read)."""
+    from confluent_kafka import KafkaException
+
     from jobs.streaming.fence_fields import parse_fence
     from jobs.streaming.preflight import watermarks
 
@@ -154,7 +159,10 @@ def _behind(cfg: Any, spec: Any, prefix: str, connect: Any) -> int:
         fence = parse_fence(client.hgetall(f"{prefix}:fence"))
     finally:
         client.close()
-    marks = watermarks(cfg, [(spec.source.topic, p) for p in range(spec.source.partitions)])
+    try:
+        marks = watermarks(cfg, [(spec.source.topic, p) for p in range(spec.source.partitions)])
+    except KafkaException:  # no such topic (yet), or Kafka down
+        return None
     return sum(max(0, high - fence.get(tp, low)) for tp, (low, high) in marks.items())
 
 
@@ -219,6 +227,59 @@ def status(
         running = f"running (pid {row['pid']})" if row["pid"] else "NOT running"
         last = ("no batch yet" if row["last_batch"] is None else
                 f"last batch {row['last_batch']['batch_id']} {row['last_batch_age_s']} s ago")
+        behind = (f"{row['behind']} records behind" if row["behind"] is not None else
+                  f"its source {item.spec.source.topic} cannot be read (not created yet? Kafka down?)")
         typer.echo(f"v{row['version']} {row['state']}: prefix {row['prefix']}, params "
-                   f"{row['params'] or 'as declared'}, query {row['query']} {running}, {last}, "
-                   f"{row['behind']} records behind")
+                   f"{row['params'] or 'as declared'}, query {row['query']} {running}, {last}, {behind}")
+
+
+@pipelines_app.command("retire")
+def retire(
+    name: Annotated[str, typer.Argument(help="The pipeline's name.")],
+    version_number: Annotated[int, NEW_VERSION],
+    as_json: Annotated[bool, JSON_OPTION] = False,
+) -> None:
+    """Delete a non-current view version: its Redis keys, its output topics and its checkpoint."""
+    import shutil
+
+    from confluent_kafka.admin import AdminClient
+
+    from jobs.common.config import load_config
+    from jobs.common.processes import registered
+    from jobs.common.views import RETIRED, record_version
+    from jobs.engine.run import output_topic
+    from jobs.engine.versions import pipeline_views, scope, version
+    from jobs.pipelines.cli import process_name
+    from jobs.streaming.redis_sink import connect
+    from jobs.streaming.state import checkpoint_path
+
+    item, cfg = _spec(name), load_config()
+    number = _checked(version_number)
+    views = pipeline_views(cfg, item.spec)
+    if number == views.current:
+        raise ConfigError(f"version {number} of pipeline {name} is current; promote another version first")
+    if process_name(name, number) in {entry.name for entry in registered(cfg)}:
+        raise ConfigError(f"version {number} of pipeline {name} still runs; stop it first "
+                          f"(`kappa pipelines stop {name} --version {number}`)")
+    chosen = version(item.spec, number, views)
+    client = connect(cfg)
+    try:
+        keys = list(client.scan_iter(match=f"{chosen.prefix}:*", count=1000))
+        for at in range(0, len(keys), 1000):
+            client.delete(*keys[at:at + 1000])
+    finally:
+        client.close()
+    topics = [output_topic(decl.topic, chosen.output_suffix) for decl in (item.spec.outputs.analyzed,
+                                                                           item.spec.outputs.dlq)]
+    for future in AdminClient(cfg.kafka.client_config()).delete_topics(topics, operation_timeout=30).values():
+        try:
+            future.result(timeout=30)
+        except Exception:  # a topic that is gone already is what we want
+            pass
+    checkpoint = checkpoint_path(cfg.lake.checkpoint_root, chosen.query)
+    shutil.rmtree(checkpoint, ignore_errors=True)
+    record_version(cfg, number, RETIRED, scope=scope(item.spec), params=chosen.params)
+    result = {"pipeline": name, "version": number, "redis_keys_deleted": len(keys), "topics_deleted": topics}
+    typer.echo(json.dumps(result) if as_json else
+               f"retired version {number} of pipeline {name}: {len(keys)} Redis keys, topics "
+               f"{', '.join(topics)}")

@@ -10,6 +10,8 @@ import typer
 
 from jobs.common.config import load_config
 from jobs.common.errors import ConfigError
+from jobs.pipelines import cli_versions
+from jobs.pipelines.cli import PIPELINE_OPTION, engine_pipeline
 
 reprocess_app = typer.Typer(no_args_is_help=True, help=(
     "Rebuild the views from the log into a new version beside the current one, compare, switch."))
@@ -43,9 +45,18 @@ def _emit(data: object, as_json: bool, lines: list[str]) -> None:
 
 
 @reprocess_app.command("start")
-def start(version: Annotated[int, VERSION_OPTION], as_json: Annotated[bool, JSON_OPTION] = False) -> None:
-    """Start version N's live job from the earliest retained offset into its own outputs."""
+def start(version: Annotated[int, VERSION_OPTION], as_json: Annotated[bool, JSON_OPTION] = False,
+          pipeline: Annotated[str | None, PIPELINE_OPTION] = None) -> None:
+    """Start version N's live job from the earliest retained offset into its own outputs.
+
+    A pipeline on the engine builds the version to the log's end first (`kappa pipelines reprocess`).
+    """
     from jobs.reprocess.core import start as starting
+
+    on_engine = engine_pipeline(pipeline)
+    if on_engine is not None:
+        cli_versions.reprocess(on_engine, _version(version), params=None, as_json=as_json)
+        return
 
     result = starting(load_config(), _version(version), progress)
     _emit(result, as_json, [f"version {result['version']}: job {result['query']} runs (pid {result['pid']}), "
@@ -53,9 +64,15 @@ def start(version: Annotated[int, VERSION_OPTION], as_json: Annotated[bool, JSON
 
 
 @reprocess_app.command("status")
-def status(as_json: Annotated[bool, JSON_OPTION] = False) -> None:
+def status(as_json: Annotated[bool, JSON_OPTION] = False,
+           pipeline: Annotated[str | None, PIPELINE_OPTION] = None) -> None:
     """Every view version with outputs: state, its job, lag and time to catch up."""
     from jobs.reprocess.core import status as statuses
+
+    on_engine = engine_pipeline(pipeline)
+    if on_engine is not None:
+        cli_versions.status(on_engine, as_json=as_json)
+        return
 
     rows = statuses(load_config())
     _emit(rows, as_json, [status_line(r) for r in rows])
@@ -78,10 +95,16 @@ def status_line(row: dict) -> str:
 @reprocess_app.command("diff")
 def diff(version: Annotated[int, VERSION_OPTION],
          out: Annotated[Path | None, typer.Option("--out", help="Write the JSON report here.")] = None,
-         as_json: Annotated[bool, JSON_OPTION] = False) -> None:
+         as_json: Annotated[bool, JSON_OPTION] = False,
+         pipeline: Annotated[str | None, PIPELINE_OPTION] = None) -> None:
     """Compare version N's Redis view with the current one key by key (JSON report with --out)."""
     from jobs.common.views import current_version
     from jobs.reprocess.diff import diff_views, summary_lines
+
+    on_engine = engine_pipeline(pipeline)
+    if on_engine is not None:
+        cli_versions.diff(on_engine, _version(version), as_json=as_json)
+        return
 
     cfg = load_config()
     report = diff_views(cfg, current_version(cfg), _version(version))
@@ -98,9 +121,16 @@ def promote(version: Annotated[int, VERSION_OPTION],
                 "--max-behind", help="Caught up: the job's last batch left at most this many records "
                                      "(default: no further behind than the current version's job).")] = None,
             timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for catch-up.")] = 600,
-            as_json: Annotated[bool, JSON_OPTION] = False) -> None:
+            as_json: Annotated[bool, JSON_OPTION] = False,
+            pipeline: Annotated[str | None, PIPELINE_OPTION] = None) -> None:
     """Wait until version N has caught up, make it current, stop the old version's live job."""
     from jobs.reprocess.core import promote as promoting
+
+    on_engine = engine_pipeline(pipeline)
+    if on_engine is not None:
+        cli_versions.promote(on_engine, _version(version), as_json=as_json,
+                             max_behind=cli_versions.MAX_BEHIND if max_behind is None else max_behind)
+        return
 
     if (max_behind is not None and max_behind < 0) or timeout <= 0:
         raise ConfigError("--max-behind must be >= 0 and --timeout > 0")
@@ -110,9 +140,15 @@ def promote(version: Annotated[int, VERSION_OPTION],
 
 
 @reprocess_app.command("retire")
-def retire(version: Annotated[int, VERSION_OPTION], as_json: Annotated[bool, JSON_OPTION] = False) -> None:
+def retire(version: Annotated[int, VERSION_OPTION], as_json: Annotated[bool, JSON_OPTION] = False,
+           pipeline: Annotated[str | None, PIPELINE_OPTION] = None) -> None:
     """Delete a non-current version's Redis keys, topics, tables and checkpoint."""
     from jobs.reprocess.core import retire as retiring
+
+    on_engine = engine_pipeline(pipeline)
+    if on_engine is not None:
+        cli_versions.retire(on_engine, _version(version), as_json=as_json)
+        return
 
     result = retiring(load_config(), _version(version), progress)
     _emit(result, as_json, [f"retired view version {result['version']}: {result['redis_keys_deleted']} Redis "

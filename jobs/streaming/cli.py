@@ -11,6 +11,7 @@ import typer
 from jobs.common.cli_options import Conf, DeployMode, DryRun, Master, Python
 from jobs.common.config import load_config
 from jobs.common.errors import ConfigError
+from jobs.pipelines.cli import PIPELINE_OPTION, engine_pipeline
 
 stream_app = typer.Typer(no_args_is_help=True, help="Run and inspect the RSVP streaming job.")
 summaries_app = typer.Typer(no_args_is_help=True, help="Read the live summaries from Redis.")
@@ -116,12 +117,25 @@ def run(
     version: Annotated[int | None, typer.Option(
         "--version", help="View version whose outputs the run writes (default: the current one; "
                           "docs/reprocess.md).")] = None,
+    pipeline: Annotated[str | None, PIPELINE_OPTION] = None,
     as_json: Annotated[bool, JSON_OPTION] = False,
 ) -> None:
-    """Run the RSVP job: live until SIGTERM (stops after the current batch), or replay a range."""
+    """Run a pipeline's streaming job: live until SIGTERM (stops after the current batch), or replay a range.
+
+    A pipeline on the engine runs as `kappa pipelines run NAME` does (--skip-lost does not apply).
+    """
     from jobs.common.processes import register_process
     from jobs.common.spark_attach import run_stream
     from jobs.streaming.run_spec import RunSpec
+
+    on_engine = engine_pipeline(pipeline)
+    if on_engine is not None:
+        from jobs.pipelines import cli as pipelines_cli
+
+        pipelines_cli.run(on_engine, mode=mode, from_=from_, to=to, sinks=sinks, prefix=None, query=query,
+                          output_suffix=None, params=None, fresh=fresh, max_offsets=max_offsets,
+                          version=version, as_json=as_json)
+        return
 
     check_run_options(mode, to, max_offsets)
     spec = RunSpec(mode=mode,  # type: ignore[arg-type]
@@ -173,9 +187,17 @@ def submit(
 @stream_app.command("status")
 def status(as_json: Annotated[bool, JSON_OPTION] = False,
            hide_finished: Annotated[bool, typer.Option(
-               "--hide-finished", help="Leave out replays that reached their end.")] = False) -> None:
+               "--hide-finished", help="Leave out replays that reached their end.")] = False,
+           pipeline: Annotated[str | None, PIPELINE_OPTION] = None) -> None:
     """Every query that reported: state (running, waiting, finished, stopped, failed), last batch, lag."""
     from jobs.streaming.status import status_lines, version_status_rows
+
+    on_engine = engine_pipeline(pipeline)
+    if on_engine is not None:
+        from jobs.pipelines import cli_versions
+
+        cli_versions.status(on_engine, as_json=as_json)
+        return
 
     rows = version_status_rows(load_config(), finished=not hide_finished)
     if as_json:
@@ -192,10 +214,17 @@ def status(as_json: Annotated[bool, JSON_OPTION] = False,
 def stop(grace_s: Annotated[float, typer.Option("--grace", help="Seconds before SIGKILL.")] = 300.0,
          version: Annotated[int | None, typer.Option(
              "--version", help="Stop the job of this view version (default: the current one).")] = None,
-         ) -> None:
+         pipeline: Annotated[str | None, PIPELINE_OPTION] = None) -> None:
     """Stop the current view version's streaming job gracefully (after the current batch)."""
     from jobs.common.processes import registered, stop_registered
     from jobs.common.views import current_version
+
+    on_engine = engine_pipeline(pipeline)
+    if on_engine is not None:
+        from jobs.pipelines import cli_versions
+
+        cli_versions.stop(on_engine, version_number=version, grace_s=grace_s)
+        return
 
     cfg = load_config()
     if version is not None and version < 1:
