@@ -13,6 +13,7 @@ import typer
 
 from jobs.common.config import load_config
 from jobs.common.errors import ConfigError, KappaError
+from jobs.pipelines.cli import PIPELINE_OPTION, engine_pipeline, pipeline_spec
 
 collect_app = typer.Typer(invoke_without_command=True, help=(
     "Run the collector (--http and/or one of --file, --stdin, --url) and operate its log."))
@@ -55,8 +56,13 @@ def collect(
         "--drain-timeout", help="Seconds without a broker ack before a finished pull gives up and "
         "exits 1 (records stay in the log); also the drain on SIGTERM (default "
         "collector.drain_timeout_s).")] = None,
+    pipeline: Annotated[str | None, PIPELINE_OPTION] = None,
 ) -> None:
-    """Collect RSVP events into Kafka without losing any (log first, produce, delete on ack)."""
+    """Collect a pipeline's events into Kafka without losing any (log first, produce, delete on ack).
+
+    For a pipeline on the engine: into its source topic keyed by its `source.key` field, structural
+    rejects to its dead-letter topic; its parser validates the rest.
+    """
     if ctx.invoked_subcommand is not None:
         return
     from jobs.collector.run import bind_http, run_collector
@@ -78,6 +84,15 @@ def collect(
     cfg = load_config()
     settings = Settings.from_config(cfg, topic=topic, dlq_topic=dlq_topic, port=port,
                                     drain_timeout_s=drain_timeout)
+    if engine_pipeline(pipeline) is not None:  # its source topic, its dead letters, keyed by its key
+        from dataclasses import replace
+
+        from jobs.common.rsvp_schema import keyed_object
+
+        spec = pipeline_spec(pipeline)
+        settings = replace(settings, topic=topic or spec.source.topic,
+                           dlq_topic=dlq_topic or spec.outputs.dlq.topic,
+                           record_check=keyed_object(spec.source.key))
     listener = bind_http(settings.host, settings.port) if http else None
     collector = Collector(settings, cfg.kafka.client_config())
     from jobs.common.processes import register_process

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,7 +55,8 @@ BUSY_RETRY_AFTER_S = 1
 Checked = list[tuple[bytes, StructureCheck]]
 
 
-def parse_body(body: bytes, content_type: str, max_record_bytes: int) -> tuple[Checked, bool]:
+def parse_body(body: bytes, content_type: str, max_record_bytes: int,
+               check: Callable[[Any], StructureCheck] = check_record) -> tuple[Checked, bool]:
     """Split a request body into checked records; return them and whether it was a batch.
 
     Raises:
@@ -65,9 +67,9 @@ def parse_body(body: bytes, content_type: str, max_record_bytes: int) -> tuple[C
         raise ValueError("empty request body: send a JSON object, a JSON array or JSON lines")
     if any(kind in content_type for kind in LINES_TYPES):
         records = [line for line in (line.strip() for line in text.split(b"\n")) if line]
-        return [(raw, check_structure(raw, max_record_bytes)) for raw in records], True
+        return [(raw, check_structure(raw, max_record_bytes, check)) for raw in records], True
     if not text.startswith(b"["):
-        return [(text, check_structure(text, max_record_bytes))], False
+        return [(text, check_structure(text, max_record_bytes, check))], False
     unsafe = parser_limits(text, MAX_NESTING + 1)  # the array itself is one level
     if unsafe is not None:
         if unsafe.startswith(TOO_DEEP):
@@ -80,10 +82,11 @@ def parse_body(body: bytes, content_type: str, max_record_bytes: int) -> tuple[C
         return [(text, StructureCheck(None, f"{INVALID_JSON}: {exc}"))], False
     if not items:
         return [(text, StructureCheck(None, f"{EMPTY_BATCH}: a JSON array without records"))], False
-    return [_element(item, max_record_bytes) for item in items], True
+    return [_element(item, max_record_bytes, check) for item in items], True
 
 
-def _element(item: Any, max_record_bytes: int) -> tuple[bytes, StructureCheck]:
+def _element(item: Any, max_record_bytes: int,
+             check: Callable[[Any], StructureCheck]) -> tuple[bytes, StructureCheck]:
     try:
         raw = json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode()
     except UnicodeEncodeError:  # a lone surrogate (\ud800) has no UTF-8 form: keep it escaped
@@ -91,13 +94,14 @@ def _element(item: Any, max_record_bytes: int) -> tuple[bytes, StructureCheck]:
     if len(raw) > max_record_bytes:
         return raw, StructureCheck(None, f"{OVERSIZE}: {len(raw)} bytes > max_record_bytes "
                                          f"{max_record_bytes}")
-    return raw, check_record(item)
+    return raw, check(item)
 
 
 def build_app(collector: Collector) -> Starlette:
     """The ASGI application of one collector."""
     app = Starlette(routes=[
         Route("/rsvps", post_records, methods=["POST"]),
+        Route("/records", post_records, methods=["POST"]),
         Route("/metrics", get_metrics, methods=["GET"]),
         Route("/healthz", get_health, methods=["GET"]),
     ])
@@ -150,7 +154,8 @@ async def post_records(request: Request) -> Response:
 
 async def _log_and_answer(collector: Collector, body: bytes, content_type: str) -> Response:
     try:
-        checked, batch = parse_body(body, content_type, collector.settings.max_record_bytes)
+        checked, batch = parse_body(body, content_type, collector.settings.max_record_bytes,
+                                    collector.settings.record_check)
     except ValueError as exc:
         return JSONResponse({"error": str(exc)}, status_code=400)
     try:

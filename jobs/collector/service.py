@@ -12,10 +12,11 @@ import fcntl
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from jobs.collector import metrics
 from jobs.collector.log import RECORD, REJECT, Entry, MessageLog
@@ -23,7 +24,7 @@ from jobs.collector.pump import Pump
 from jobs.collector.writer import LogWriter
 from jobs.common.config import KappaConfig
 from jobs.common.errors import KappaError
-from jobs.common.rsvp_schema import OVERSIZE, StructureCheck, check_structure
+from jobs.common.rsvp_schema import OVERSIZE, StructureCheck, check_record, check_structure
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +64,8 @@ class Settings:
     port: int
     drain_timeout_s: float = DRAIN_TIMEOUT_S
     http: HttpLimits = field(default_factory=HttpLimits)
+    record_check: Callable[[Any], StructureCheck] = check_record
+    """The checks of a parsed record and its Kafka key (a pipeline's: ``keyed_object``)."""
 
     @classmethod
     def from_config(cls, cfg: KappaConfig, topic: str | None = None, dlq_topic: str | None = None,
@@ -151,7 +154,7 @@ class Collector:
 
     def check(self, raw: bytes) -> StructureCheck:
         """Structural checks of one record (see :mod:`jobs.common.rsvp_schema`)."""
-        return check_structure(raw, self.settings.max_record_bytes)
+        return check_structure(raw, self.settings.max_record_bytes, self.settings.record_check)
 
     def submit_lines(self, raws: Sequence[bytes], source: str) -> Future:
         """Check and log raw records; the future resolves to one :class:`Outcome` each."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,12 +125,14 @@ class StructureCheck:
         return self.reason.split(":", 1)[0] if self.reason else None
 
 
-def check_structure(raw: bytes, max_bytes: int) -> StructureCheck:
+def check_structure(raw: bytes, max_bytes: int,
+                    check: Callable[[Any], StructureCheck] | None = None) -> StructureCheck:
     """Structural checks of one serialized record, as the collector applies them.
 
     Args:
         raw: the record's bytes (one JSON document, no trailing newline).
         max_bytes: the largest accepted record.
+        check: the checks of the parsed record (default :func:`check_record`, an RSVP's).
 
     Returns:
         A check whose ``key`` is the Kafka key (``rsvp_id`` as decimal bytes) when valid.
@@ -143,7 +146,7 @@ def check_structure(raw: bytes, max_bytes: int) -> StructureCheck:
         record = _decode(raw.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         return StructureCheck(None, f"{INVALID_JSON}: {exc}")
-    return check_record(record)
+    return (check or check_record)(record)
 
 
 def parser_limits(raw: bytes, max_nesting: int = MAX_NESTING) -> str | None:
@@ -180,6 +183,26 @@ def _nesting_exceeds(brackets: bytes, limit: int) -> bool:
             return False
         brackets = brackets.replace(b"[]", b"")
     return b"[]" in brackets
+
+
+def keyed_object(field: str | None) -> Callable[[Any], StructureCheck]:
+    """The checks of any pipeline's record: a JSON object, keyed by its ``field`` when one is named.
+
+    The pipeline's own parser validates the rest, behind the collector.
+    """
+
+    def check(record: Any) -> StructureCheck:
+        if not isinstance(record, dict):
+            return StructureCheck(None, f"{NOT_AN_OBJECT}: expected a JSON object, found "
+                                        f"{_json_type(record)}")
+        if field is None:
+            return StructureCheck(None, None)
+        value = record.get(field)
+        if value is None or isinstance(value, dict | list):
+            return StructureCheck(None, f"{MISSING_FIELD}: {field} (the Kafka key: a string or a number)")
+        return StructureCheck((value if isinstance(value, str) else json.dumps(value)).encode(), None)
+
+    return check
 
 
 def check_record(record: Any) -> StructureCheck:

@@ -33,6 +33,13 @@ def engine_pipeline(name: str | None) -> str | None:
 
     None: the pipeline's streaming job is ``kappa stream``'s own, and the command's own code path
     serves it.
+    """
+    spec = pipeline_spec(name)
+    return None if spec.streaming.job == "kappa-stream" else spec.name
+
+
+def pipeline_spec(name: str | None):
+    """The ``pipeline.yaml`` of the pipeline named (default: ``pipelines.default``, or the only one).
 
     Only the ``pipeline.yaml`` files are read: no pipeline code is imported.
     """
@@ -57,7 +64,7 @@ def engine_pipeline(name: str | None) -> str | None:
     except Exception as exc:  # a broken definition: one line, the validate command says more
         raise ConfigError(f"pipeline {wanted}: its {SPEC_FILE} is not valid ({type(exc).__name__}); run "
                           f"`kappa pipelines validate {wanted}`") from None
-    return None if spec.streaming.job == "kappa-stream" else wanted
+    return spec
 
 
 def _all():

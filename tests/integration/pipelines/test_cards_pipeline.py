@@ -1,6 +1,7 @@
 """The card pipeline on the engine, against the generator's labels; keyed state the same in every run.
 
-Live in small batches with two kill -9s, one replay, and a bounded replay starting in the middle
+Generated transactions go through the collector (`kappa collect --pipeline`); then live in small
+batches with two kill -9s, one replay, and a bounded replay starting in the middle
 of the log (its state before the range folded from the log) give the same decisions; the live
 run and the replay the same value under every Redis key; all of them what the labels say.
 """
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from jobs.engine.reads import read_view, snapshot
 from jobs.engine.run import PipelineRun, ensure_topics, output_topic, run_pipeline
@@ -71,23 +72,28 @@ def test_cards_live_with_kills_replay_and_mid_log_replay_agree(stack, spark, tmp
     items = list(generate(ITEMS, seed=11, cards=120, travel_rate=0.05, amount_rate=0.02, malformed_rate=0.01))
     want = expected(items)
     ensure_topics(stack, spec)
-    producer = Producer(kafka_props)
-    for item in items:
-        producer.produce(spec.source.topic, item.value.encode(), item.key.encode() if item.key else None)
-    assert producer.flush(30) == 0
+    env = {**os.environ, **kappa_env, "KAPPA_PIPELINES_PATH": str(tmp_path),
+           "KAPPA_COLLECTOR__LOG_PATH": str(tmp_path / "collector.sqlite")}
+    lines = tmp_path / "transactions.jsonl"
+    lines.write_text("".join(item.value + "\n" for item in items))
+    collected = subprocess.run([*KAPPA, "collect", "--pipeline", name, "--file", str(lines)], env=env,
+                               cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    assert collected.returncode == 0, collected.stderr[-3000:]
+    door = ("malformed:invalid_json", "malformed:not_an_object")   # the collector's structural checks
+    rejected_at_the_door = sum(item.kind in door for item in items)
     highs = _highs(kafka_props, spec.source.topic)
-    assert sum(highs.values()) == ITEMS
+    assert sum(highs.values()) == ITEMS - rejected_at_the_door
 
     # A: live, 150 records per batch, killed with SIGKILL twice and restarted
     client = redis.Redis(**stack.redis.client_kwargs())
-    env = {**os.environ, **kappa_env, "KAPPA_PIPELINES_PATH": str(tmp_path)}
     command = [*KAPPA, "pipelines", "run", name, "--mode", "live", "--max-offsets-per-trigger", "150"]
     log = tmp_path / "live.log"
-    for kill_at in (ITEMS // 3, 2 * ITEMS // 3, None):
+    total = sum(highs.values())
+    for kill_at in (total // 3, 2 * total // 3, None):
         with log.open("a") as out:
             proc = subprocess.Popen(command, env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
         try:
-            _wait_applied(client, name, spec.source.topic, kill_at or ITEMS, proc, log)
+            _wait_applied(client, name, spec.source.topic, kill_at or total, proc, log)
         finally:
             proc.send_signal(signal.SIGKILL if kill_at else signal.SIGTERM)
             assert proc.wait(90) in ((-signal.SIGKILL,) if kill_at else (0,)), log.read_text()[-3000:]
@@ -108,8 +114,10 @@ def test_cards_live_with_kills_replay_and_mid_log_replay_agree(stack, spark, tmp
     before_range = {txn for txn, r in live.items() if r["source_offset"] < middle[r["source_partition"]]}
     carried = [r for r in mid.values() if r["prev_txn_id"] in before_range]
     assert any(r["reason"] == "impossible_travel" for r in carried), "no planted pair spans the range start"
-    dead = {dict(m.headers())["kappa.source"] for m in read_topic(kafka_props, spec.outputs.dlq.topic, 1)}
-    assert len(dead) == want.dead_letters
+    letters = [dict(m.headers()) for m in read_topic(kafka_props, spec.outputs.dlq.topic, 1)]
+    by_job = {h["kappa.source"] for h in letters if h["kappa.source"].startswith(b"stream:")}
+    at_the_door = [h for h in letters if not h["kappa.source"].startswith(b"stream:")]
+    assert (len(at_the_door), len(by_job)) == (rejected_at_the_door, want.dead_letters - rejected_at_the_door)
 
     views = spec.views
     live_views, replayed = snapshot(client, name, views), snapshot(client, f"{name}b", views)
