@@ -118,6 +118,19 @@ class KeyedState:
         return rows
 
 
+FUTURE_EVENT_TIME = "future_event_time"
+"""The engine's own dead-letter reason: an event time further ahead of its Kafka timestamp than
+``event_time.future_skew_s`` (a wrong clock would otherwise move the stream time and make every
+later record of its partition late)."""
+
+
+def too_far_ahead(record: Mapping[str, Any], spec: PipelineSpec, kafka_ms: int | None) -> bool:
+    """Whether a parsed record's event time is too far ahead of its Kafka timestamp (a dead letter)."""
+    event_ms = record.get(spec.event_time.field)
+    return kafka_ms is not None and isinstance(event_ms, int) and (
+        event_ms > kafka_ms + spec.event_time.future_skew_s * 1000)
+
+
 def fold_before(plan: PipelinePlan, spec: PipelineSpec, code: Definitions, tp: Partition, *, start: int,
                 end: int) -> tuple[int | None, dict[str, Entry]]:
     """The stream time and keyed state after the partition's records ``[start, end)``, nothing written."""
@@ -135,6 +148,8 @@ def fold_before(plan: PipelinePlan, spec: PipelineSpec, code: Definitions, tp: P
             try:
                 record = code.parse_fn(value, k, {**params, "kafka_ms": kafka_ms})  # type: ignore[misc]
             except Reject:
+                continue
+            if too_far_ahead(record, spec, kafka_ms):
                 continue
             event_ms = int(record[event_field])
             stream_ms = event_ms if stream_ms is None else max(stream_ms, event_ms)

@@ -23,7 +23,7 @@ import msgspec
 import pyarrow as pa
 
 from jobs.common.kafka.sink import TaskProducer
-from jobs.engine.keyed import KeyedState, fold_before
+from jobs.engine.keyed import FUTURE_EVENT_TIME, KeyedState, fold_before, too_far_ahead
 from jobs.engine.views import ROW_SCHEMA, ViewCounts
 from jobs.pipelines.define import Definitions, Reject
 from jobs.pipelines.spec import PipelineSpec
@@ -147,6 +147,13 @@ class PartitionRun:
                 if producer is not None:
                     producer.produce(self.dlq_topic, dead_letter_value(value), key,
                                      headers=dead_letter_headers(reject.reason, topic, partition, offset,
+                                                                 len(value) if value is not None else 0))
+                continue
+            if too_far_ahead(record, self.spec, kafka_ms):
+                self.stats["dlq_rows"] += 1
+                if producer is not None:
+                    producer.produce(self.dlq_topic, dead_letter_value(value), key,
+                                     headers=dead_letter_headers(FUTURE_EVENT_TIME, topic, partition, offset,
                                                                  len(value) if value is not None else 0))
                 continue
             parsed.append((offset, key, value, record))

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from jobs.engine.keyed import as_of
+from jobs.engine.keyed import as_of, too_far_ahead
 from jobs.engine.views import ViewCounts, merge, order_key, redis_ops, scaled
 from jobs.pipelines.spec import PipelineSpec
 
@@ -68,3 +68,10 @@ def test_state_as_of_the_fence() -> None:
 def test_reserved_view_names_are_refused() -> None:
     with pytest.raises(ValueError, match="the engine writes these keys itself"):
         PipelineSpec.model_validate({**BASE, "views": {"state": {"kind": "counter", "key": "id"}}})
+
+
+def test_an_event_time_too_far_ahead_of_kafka_is_a_dead_letter() -> None:
+    spec = PipelineSpec.model_validate({**BASE, "event_time": {"future_skew_s": 300}})
+    assert too_far_ahead({"event_time_ms": 1_000_000 + 300_001}, spec, 1_000_000)
+    assert not too_far_ahead({"event_time_ms": 1_000_000 + 300_000}, spec, 1_000_000)
+    assert not too_far_ahead({"event_time_ms": 5}, spec, None)      # no Kafka timestamp: nothing to compare
