@@ -20,7 +20,8 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from jobs.common.config import KappaConfig
 from jobs.engine.keyed import STATE
-from jobs.engine.task import Partition, PipelinePlan, pipeline_task
+from jobs.engine.plan import Partition, PipelinePlan
+from jobs.engine.task import pipeline_task
 from jobs.engine.views import ROW_SCHEMA, merge, redis_ops
 from jobs.pipelines.spec import PipelineSpec
 from jobs.streaming.fence_fields import parse_fence, parse_stream_points

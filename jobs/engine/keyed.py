@@ -27,17 +27,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jobs.common.kafka.consumer import read_ranges
 from jobs.common.kafka.offsets import OffsetRange
 from jobs.common.kafka.options import parse_source_options
+from jobs.engine.plan import Partition, PipelinePlan
 from jobs.pipelines.define import Definitions, Reject
 from jobs.pipelines.spec import PipelineSpec
 from jobs.streaming.task import kafka_millis
-
-if TYPE_CHECKING:
-    from jobs.engine.task import Partition, PipelinePlan
 
 Entry = tuple[Any, int]
 """A key's state and the offset of the record that set it."""

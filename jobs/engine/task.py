@@ -14,8 +14,7 @@ driver, which applies them to Redis in one fenced apply.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,37 +23,15 @@ import pyarrow as pa
 
 from jobs.common.kafka.sink import TaskProducer
 from jobs.engine.keyed import FUTURE_EVENT_TIME, KeyedState, fold_before, too_far_ahead
+from jobs.engine.plan import Partition, PipelinePlan
 from jobs.engine.views import ROW_SCHEMA, ViewCounts
 from jobs.pipelines.define import Definitions, Reject
 from jobs.pipelines.spec import PipelineSpec
 from jobs.streaming.records import dead_letter_headers, dead_letter_value
 from jobs.streaming.task import kafka_millis, task_records
 
-Partition = tuple[str, int]
 _encode = msgspec.json.Encoder().encode
 _LOADED: dict[str, tuple[PipelineSpec, Definitions]] = {}
-
-
-@dataclass(frozen=True)
-class PipelinePlan:
-    """What every task of one batch does; shipped to the executors with the function."""
-
-    folder: str
-    """The pipeline's folder: the executor loads its definition from there (once per worker)."""
-    fence: Mapping[Partition, int]
-    stream_ms: Mapping[Partition, int | None]
-    """The stream time at each fenced partition's fence."""
-    earliest: Mapping[Partition, int]
-    """Unfenced partitions' first offsets in the log: a range starting later folds the part before."""
-    kafka: Mapping[str, str]
-    redis: tuple[tuple[str, Any], ...]
-    prefix: str
-    produce: bool = True
-    source: Mapping[str, str] | None = None
-    params: Mapping[str, Any] = field(default_factory=dict)
-    outputs: tuple[str, str] | None = None
-    """The analyzed and dead-letter topics (default: the pipeline's)."""
-    flush_timeout_ms: int = 120_000
 
 
 def loaded(folder: str) -> tuple[PipelineSpec, Definitions]:
