@@ -1,4 +1,10 @@
-"""Two pipelines live at once on one stack: killing or reprocessing one leaves the other alone."""
+"""Two pipelines live at once on one stack: killing or reprocessing one leaves the other alone.
+
+One of them is a tiny pipeline written into the test's folder (tests/integration/pipelines/tiny.py:
+a schema, one counter view, one table): it runs live and replays (its reprocess is a replay of
+the whole log into version 2, equal to the live version key by key) with no change outside its
+own files.
+"""
 
 from __future__ import annotations
 
