@@ -64,13 +64,18 @@ def run(
     pinned = _versions(versions)
     cfg = load_config()
     spark = batch_spark(cfg)
-    reports = [run_job(spark, cfg, name, dates, versions=pinned, progress=progress) for name in names]
+    echo_reports([run_job(spark, cfg, name, dates, versions=pinned, progress=progress) for name in names],
+                 as_json)
+
+
+def echo_reports(reports: list, as_json: bool, widths: tuple[int, int] = (12, 17)) -> None:
+    """Print batch runs' reports: a line per job (its job and table in ``widths``), or JSON."""
     if as_json:
         typer.echo(json.dumps([report.as_dict() for report in reports], indent=2))
         return
     for report in reports:
         sources = ", ".join(f"{table}@{version}" for table, version in report.source_versions.items())
-        typer.echo(f"{report.job:<12} {report.table:<17} read={report.rows_read} "
+        typer.echo(f"{report.job:<{widths[0]}} {report.table:<{widths[1]}} read={report.rows_read} "
                    f"written={report.rows_written} partitions={report.partitions_replaced} "
                    f"version={report.target_version} sources={sources}")
 

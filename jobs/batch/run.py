@@ -77,7 +77,7 @@ def interval_dates(start: datetime, end: datetime) -> list[date]:
     return date_range(first, max(last, first) + timedelta(days=1))
 
 
-def run_job(spark: SparkSession, cfg: KappaConfig, name: str, dates: Sequence[date], *,
+def run_job(spark: SparkSession, cfg: KappaConfig, name: str | BatchJob, dates: Sequence[date], *,
             versions: Mapping[str, int] | None = None,
             progress: Callable[[str], None] = lambda line: None) -> JobReport:
     """Recompute ``dates`` of job ``name`` and replace them in one commit; return the report.
@@ -89,14 +89,15 @@ def run_job(spark: SparkSession, cfg: KappaConfig, name: str, dates: Sequence[da
     Args:
         spark: the session.
         cfg: the run's config (``lake.root``).
-        name: the job (``kappa batch list``).
+        name: the job (``kappa batch list``), or a job built elsewhere (a pipeline's gold table).
         dates: the partitions to replace.
         versions: source table -> the version to read (default: each source's latest).
         progress: receives one line per step.
     """
     from jobs.batch.lake import existing_files, read_source, replace_partitions, snapshot_at
 
-    spec: BatchJob = job(name)
+    spec: BatchJob = name if isinstance(name, BatchJob) else job(name)
+    name = spec.name
     days = sorted(set(dates))
     if not days:
         raise ConfigError(f"{name}: no dates to recompute")

@@ -56,12 +56,16 @@ def load(
 
     cfg = load_config()
     bound, chosen = parse_until(until), targets(cfg, _names(tables), parse_policies(policy))
-    results = run_load(cfg, chosen, bound, progress, app_name="kappa-loader")
+    echo_results(run_load(cfg, chosen, bound, progress, app_name="kappa-loader"), as_json)
+
+
+def echo_results(results: list, as_json: bool, width: int = 22) -> None:
+    """Print a load's results (a line per table, or JSON); exit with the worst failure's code."""
     if as_json:
         typer.echo(json.dumps([result.as_dict() for result in results], indent=2))
     else:
         for result in results:
-            typer.echo(f"{result.table:<22} {result.outcome:<15} rows={result.rows} "
+            typer.echo(f"{result.table:<{width}} {result.outcome:<15} rows={result.rows} "
                        f"quarantined={result.quarantined} version={result.version}")
     failures = [result for result in results if result.outcome in EXIT_CODES]
     for result in failures:

@@ -139,7 +139,7 @@ def _load_table(spark: SparkSession, cfg: KappaConfig, target: LoadTarget, *, un
     spec = target.spec
     snapshot = open_delta(target.uri)
     ranges = plan(cfg, spec, target.topic, snapshot, until=until, max_records=cfg.loader.max_records_per_run)
-    rules = suite_rules(cfg, spec.name)
+    rules = suite_rules(cfg, spec.name, spec.rules)
     ranges, why = _choose_path(cfg, spec, rules, ranges, snapshot=snapshot, result=result)
     result.ranges = ranges
     planned = sum(r.records for r in ranges)

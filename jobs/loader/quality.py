@@ -156,7 +156,7 @@ def judge(target: LoadTarget, rules: list[Rule], results: list[RuleResult],
 
 def validate(cfg: KappaConfig, target: LoadTarget, rows: pa.Table, run_id: str) -> Checked:
     """The driver path: run the table's suite on the batch, split failing rows, keep the results."""
-    rules = suite_rules(cfg, target.spec.name)
+    rules = suite_rules(cfg, target.spec.name, target.spec.rules)
     if not rules or rows.num_rows == 0:
         return Checked(rows, rows.slice(0, 0))
     results, reasons = measure(target.spec.name, rules, rows)

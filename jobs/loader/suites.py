@@ -9,6 +9,7 @@ rules (``ExpectColumnValuesTo*``) name the failing rows, which policy ``quaranti
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +41,8 @@ class Rule:
     blocking: bool = False
 
 
-def _not_null(column: str) -> Rule:
+def not_null(column: str) -> Rule:
+    """The column holds no null."""
     return Rule(f"{column} is not null", "ExpectColumnValuesToNotBeNull", {"column": column})
 
 
@@ -55,7 +57,8 @@ def _between(column: str, low: float | None, high: float | None) -> Rule:
                 {"column": column, "min_value": low, "max_value": high})
 
 
-def _schema(columns: tuple[str, ...] | list[str]) -> Rule:
+def column_set(columns: tuple[str, ...] | list[str]) -> Rule:
+    """The table has (at least) these columns; blocking."""
     return Rule("schema: the table's columns", "ExpectTableColumnsToMatchSet",
                 {"column_set": list(columns), "exact_match": False}, row_level=False, blocking=True)
 
@@ -67,24 +70,27 @@ def _fresh(cfg: KappaConfig, column: str, scale: float) -> Rule:
                 row_level=False, blocking=cfg.loader.freshness_blocking)
 
 
-def _event_ms(cfg: KappaConfig, column: str) -> Rule:
+def event_ms(cfg: KappaConfig, column: str) -> Rule:
+    """Epoch milliseconds from ``loader.min_event_ms`` to ``loader.future_skew_s`` ahead of now."""
     return _between(column, cfg.loader.min_event_ms, (time.time() + cfg.loader.future_skew_s) * 1000)
 
 
-def suite_rules(cfg: KappaConfig, table: str) -> list[Rule]:
-    """The suite of one table (docs/tables.md lists them)."""
+def suite_rules(cfg: KappaConfig, table: str, declared: Sequence[Rule] = ()) -> list[Rule]:
+    """The suite of one table (docs/tables.md lists them); ``declared`` when a spec carries its own."""
     from jobs.loader.transforms import ANALYZED_SCHEMA, SUMMARY_SCHEMA
 
+    if declared:
+        return list(declared)
     if table == "bronze.rsvps_raw":
-        return [_schema(BRONZE_COLUMNS), _not_null("rsvp_id"), _not_null("mtime"),
-                _event_ms(cfg, "mtime"), _not_null("kafka_offset"), _fresh(cfg, "mtime", 1000)]
+        return [column_set(BRONZE_COLUMNS), not_null("rsvp_id"), not_null("mtime"),
+                event_ms(cfg, "mtime"), not_null("kafka_offset"), _fresh(cfg, "mtime", 1000)]
     if table == "ops.dlq":
-        return [_schema(DLQ_COLUMNS), _not_null("reason"), _not_null("kafka_offset")]
+        return [column_set(DLQ_COLUMNS), not_null("reason"), not_null("kafka_offset")]
     if table == "silver.rsvps":
         return [
-            _schema([f.name for f in ANALYZED_SCHEMA.fields]), _not_null("rsvp_id"),
+            column_set([f.name for f in ANALYZED_SCHEMA.fields]), not_null("rsvp_id"),
             Rule("rsvp_id is unique", "ExpectColumnValuesToBeUnique", {"column": "rsvp_id"}),
-            _not_null("event_time_ms"), _event_ms(cfg, "event_time_ms"),
+            not_null("event_time_ms"), event_ms(cfg, "event_time_ms"),
             Rule("response is yes or no", "ExpectColumnValuesToBeInSet",
                  {"column": "response", "value_set": ["yes", "no"]}),
             _between("guests", 0, None), _between("lat", -90, 90), _between("lon", -180, 180),
@@ -92,7 +98,7 @@ def suite_rules(cfg: KappaConfig, table: str) -> list[Rule]:
         ]
     if table == "gold.rsvp_summaries":
         return [
-            _schema([f.name for f in SUMMARY_SCHEMA.fields]), _not_null("key"),
+            column_set([f.name for f in SUMMARY_SCHEMA.fields]), not_null("key"),
             Rule("kind is a documented kind", "ExpectColumnValuesToBeInSet",
                  {"column": "kind", "value_set": list(KINDS)}),
             _between("count", 0, None), _fresh(cfg, "emitted_ms", 1000),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING
 from jobs.common.config import KappaConfig
 from jobs.common.delta import WriteMode, table_uri
 from jobs.common.errors import ConfigError
+from jobs.loader.suites import Rule
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -27,13 +29,17 @@ class TableSpec:
 
     Attributes:
         name: ``schema.table``.
-        transform: name of the pure transform in :mod:`jobs.loader.transforms`.
+        transform: name of the pure transform in :mod:`jobs.loader.transforms`, or
+            ``module:factory`` of one called with ``args`` (a pipeline's tables, jobs/engine/lake/).
         mode: ``append`` (every record a row) or ``merge`` (upsert on ``keys``).
         keys: the merge / uniqueness key.
         partition_by: partition columns.
         newer: merge condition: when a matched incoming row replaces the stored one.
         headers: whether the read needs Kafka headers.
         date_column: the partition date column (maintenance closes old dates).
+        args: the arguments of a ``module:factory`` transform (plain values: a spec travels to
+            the Spark service).
+        rules: the table's quality suite, when it is not one of :func:`~jobs.loader.suites.suite_rules`.
     """
 
     name: str
@@ -44,12 +50,14 @@ class TableSpec:
     newer: str | None = None
     headers: bool = False
     date_column: str | None = None
+    args: tuple[str | tuple[str, ...], ...] = ()
+    rules: tuple[Rule, ...] = ()
 
     def rows(self) -> Callable[[DataFrame], DataFrame]:
         """The pure transform (imports pyspark only when called)."""
-        from jobs.loader import transforms
-
-        return getattr(transforms, self.transform)
+        module, _, name = self.transform.rpartition(":")
+        found = getattr(importlib.import_module(module or "jobs.loader.transforms"), name)
+        return found(*self.args) if module else found
 
     def app_id(self, topic: str, partition: int) -> str:
         """The Delta app id that records this table's offset of one topic-partition."""

@@ -68,7 +68,8 @@ SUMMARY_SCHEMA = T.StructType([
 ])
 
 
-def _kafka_columns() -> list[Column]:
+def kafka_columns() -> list[Column]:
+    """The record's Kafka position: ``kafka_topic``, ``_partition``, ``_offset``, ``_timestamp``."""
     return [F.col(source).alias(name) for source, name in KAFKA_POSITION.items()]
 
 
@@ -92,7 +93,7 @@ def bronze_rows(raw: DataFrame) -> DataFrame:
         mtime.alias("mtime"),
         event_time.alias("event_time"),
         text.alias("value"),
-        *_kafka_columns(),
+        *kafka_columns(),
         F.to_date(event_time).alias("event_date"),
     )
 
@@ -108,12 +109,13 @@ def dlq_rows(dlq: DataFrame) -> DataFrame:
         _header("kappa.source_partition").try_cast("int").alias("source_partition"),
         _header("kappa.source_offset").try_cast("long").alias("source_offset"),
         F.col("value"),
-        *_kafka_columns(),
+        *kafka_columns(),
         F.to_date("timestamp").alias("dlq_date"),
     )
 
 
-def _latest_per(keys: list[str], order: list[Column]) -> Callable[[DataFrame], DataFrame]:
+def latest_per(keys: list[str], order: list[Column]) -> Callable[[DataFrame], DataFrame]:
+    """One row per ``keys`` (the first by ``order``); rows whose first key is null all stay."""
     window = Window.partitionBy(*keys).orderBy(*order)
 
     def pick(df: DataFrame) -> DataFrame:
@@ -127,7 +129,7 @@ def _latest_per(keys: list[str], order: list[Column]) -> Callable[[DataFrame], D
 def silver_rows(analyzed: DataFrame) -> DataFrame:
     """``rsvps.analyzed`` parsed; one row per ``rsvp_id`` (latest event time, then offset)."""
     parsed = analyzed.select(F.from_json(F.col("value").cast("string"), ANALYZED_SCHEMA).alias("r"),
-                             *_kafka_columns())
+                             *kafka_columns())
     names = [field.name for field in ANALYZED_SCHEMA.fields]
     rows = parsed.select(
         *[F.col(f"r.{name}").alias(name) for name in names],
@@ -135,7 +137,7 @@ def silver_rows(analyzed: DataFrame) -> DataFrame:
         "kafka_partition", "kafka_offset", "kafka_timestamp",
         F.to_date(_ms_to_timestamp(F.col("r.event_time_ms"))).alias("event_date"),
     )
-    latest = _latest_per(["rsvp_id"], [F.desc_nulls_last("event_time_ms"), F.desc("source_offset"),
+    latest = latest_per(["rsvp_id"], [F.desc_nulls_last("event_time_ms"), F.desc("source_offset"),
                                        F.desc("kafka_offset")])
     return rows.transform(latest)
 
@@ -143,12 +145,12 @@ def silver_rows(analyzed: DataFrame) -> DataFrame:
 def gold_rows(summaries: DataFrame) -> DataFrame:
     """``rsvps.summaries`` parsed; one row per ``key`` (latest emitted, then batch, then offset)."""
     parsed = summaries.select(F.from_json(F.col("value").cast("string"), SUMMARY_SCHEMA).alias("s"),
-                              *_kafka_columns())
+                              *kafka_columns())
     names = [field.name for field in SUMMARY_SCHEMA.fields]
     rows = parsed.select(
         *[F.col(f"s.{name}").alias(name) for name in names],
         "kafka_partition", "kafka_offset", "kafka_timestamp",
     )
-    latest = _latest_per(["key"], [F.desc_nulls_last("emitted_ms"), F.desc_nulls_last("batch_id"),
+    latest = latest_per(["key"], [F.desc_nulls_last("emitted_ms"), F.desc_nulls_last("batch_id"),
                                    F.desc("kafka_offset")])
     return rows.transform(latest)
