@@ -252,7 +252,7 @@ def _run(argv: list[str] | None) -> int:
         exc.show()
         return exc.exit_code
     except KappaError as exc:
-        err_console.print(f"error: {exc}", highlight=False, markup=False, soft_wrap=True)
+        err_console.print(f"error: {exc}", highlight=False, markup=False, emoji=False, soft_wrap=True)
         return exc.exit_code
     return result if isinstance(result, int) else 0
 

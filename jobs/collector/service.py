@@ -22,7 +22,7 @@ from jobs.collector import metrics
 from jobs.collector.log import RECORD, REJECT, Entry, MessageLog
 from jobs.collector.pump import Pump
 from jobs.collector.writer import LogWriter
-from jobs.common.config import KappaConfig
+from jobs.common.config import CollectorConfig, KappaConfig
 from jobs.common.errors import KappaError
 from jobs.common.rsvp_schema import OVERSIZE, StructureCheck, check_record, check_structure
 
@@ -74,14 +74,26 @@ class Settings:
         section = cfg.collector
         limits = HttpLimits(max_body_bytes=section.max_body_bytes, max_connections=section.max_connections,
                             header_timeout_s=section.header_timeout_s, body_timeout_s=section.body_timeout_s,
-                            token=os.environ.get(section.auth_token_env) or None,
-                            token_env=section.auth_token_env)
+                            token=_token(section), token_env=_token_source(section))
         return cls(topic=topic or section.topic,
                    dlq_topic=dlq_topic or section.dlq_topic,
                    log_path=Path(section.log_path), buffer_limit=section.buffer_limit,
                    max_record_bytes=section.max_record_bytes, max_retries=section.max_retries,
                    host=section.host, port=section.port if port is None else port,
                    drain_timeout_s=drain_timeout_s or section.drain_timeout_s, http=limits)
+
+
+def _token(section: CollectorConfig) -> str | None:
+    """The bearer token: the environment's, else the one read from the secret store at load."""
+    stored = section.auth_token.get_secret_value() if section.auth_token is not None else None
+    return os.environ.get(section.auth_token_env) or stored
+
+
+def _token_source(section: CollectorConfig) -> str:
+    """Where the token comes from, for messages (never the value)."""
+    if os.environ.get(section.auth_token_env) or section.auth_token is None:
+        return section.auth_token_env
+    return f"secret {section.auth_token_secret_arn}"
 
 
 @dataclass(frozen=True)

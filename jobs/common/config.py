@@ -2,8 +2,11 @@
 
 Sources, later ones winning: ``conf/base.yaml``, ``conf/<env>.yaml`` (``KAPPA_ENV``, default
 ``local``), ``${terraform:NAME}`` placeholders resolved from ``KAPPA_TERRAFORM_OUTPUTS``,
-``KAPPA_<SECTION>__<KEY>`` environment variables, then explicit ``overrides``. Secrets come
-only from the environment (``SECRET_ENV``) and are ``SecretStr``: never printed or logged.
+``KAPPA_<SECTION>__<KEY>`` environment variables, then explicit ``overrides``. Secrets are
+never read from files: they come from the environment (``SECRET_ENV``, the serve and collector
+``auth_token_env`` variables) or, with ``secrets.provider: aws``, from AWS Secrets Manager by the
+``*_secret_arn`` keys (:mod:`jobs.common.secrets`; the environment wins). They are ``SecretStr``:
+never printed or logged.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from jobs.common.config_models import (
     secret_client_prop,
 )
 from jobs.common.errors import ConfigError
+from jobs.common.secrets import with_secrets
 
 __all__ = [
     "AirflowConfig", "CollectorConfig", "KafkaConfig", "KappaConfig", "LakeConfig",
@@ -49,6 +53,7 @@ SECRET_ENV = {
     ("kafka", "sasl_password"): "KAPPA_KAFKA_SASL_PASSWORD",
     ("redis", "password"): "KAPPA_REDIS_PASSWORD",
 }
+TOKEN_SECTIONS = ("serve", "collector")  # their auth_token: from auth_token_env or the store
 _PLACEHOLDER = re.compile(r"^\$\{terraform:([A-Za-z0-9_]+)\}$")
 
 
@@ -94,7 +99,7 @@ def load_config(
         problems.extend(_describe(exc))
     if problems:
         raise ConfigError(_summary(env, problems))
-    return _absolutize(config)
+    return with_secrets(_absolutize(config), environ)
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -128,6 +133,11 @@ def _reject_secrets_in_files(raw: dict[str, Any]) -> list[str]:
         for (section, key), var in SECRET_ENV.items()
         if isinstance(raw.get(section), dict) and key in raw[section]
     ]
+    problems.extend(
+        f"{section}.auth_token: secrets are never read from files; set the variable named by "
+        f"{section}.auth_token_env, or {section}.auth_token_secret_arn"
+        for section in TOKEN_SECTIONS
+        if isinstance(raw.get(section), dict) and "auth_token" in raw[section])
     kafka = raw.get("kafka")
     client = kafka.get("client") if isinstance(kafka, dict) else None
     for prop in sorted(client) if isinstance(client, dict) else []:
@@ -210,7 +220,7 @@ def _describe(exc: ValidationError) -> list[str]:
     for error in exc.errors():
         key = ".".join(str(p) for p in error["loc"]) or "(top level)"
         found = error.get("input")
-        hidden = isinstance(found, dict) or any(word in key for word in ("secret", "password"))
+        hidden = isinstance(found, dict) or any(word in key for word in ("secret", "password", "token"))
         shown = "" if hidden else f" (found {found!r})"
         message = error["msg"].removeprefix("Value error, ")
         lines.append(f"{key}: {message}{shown}")

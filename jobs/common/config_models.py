@@ -23,6 +23,7 @@ from jobs.common.config_sections import (
     LoaderConfig,
     MonitoringConfig,
     PipelinesConfig,
+    SecretsConfig,
     Section,
     ServeConfig,
 )
@@ -101,7 +102,7 @@ class KafkaConfig(Section):
             raise ValueError(
                 f"security_protocol {self.security_protocol} with {self.sasl_mechanism} needs "
                 "credentials: set KAPPA_KAFKA_SASL_USERNAME and KAPPA_KAFKA_SASL_PASSWORD in the "
-                "environment, or kafka.sasl_secret_arn")
+                "environment, or kafka.sasl_secret_arn with secrets.provider: aws")
         return self
 
 
@@ -212,6 +213,8 @@ class CollectorConfig(Section):
     header_timeout_s: float = Field(default=10.0, gt=0)  # request headers must arrive within
     body_timeout_s: float = Field(default=60.0, gt=0)  # the request body must arrive within
     auth_token_env: str = Field(default="KAPPA_COLLECTOR_TOKEN", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    auth_token_secret_arn: str | None = None  # Secrets Manager: plain text or JSON {"token": ...}
+    auth_token: SecretStr | None = None  # filled from auth_token_secret_arn at load; never in a file
 
 
 class StreamingConfig(Section):
@@ -246,6 +249,8 @@ class StreamingConfig(Section):
     window_ttl_s: int = Field(default=172_800, ge=60)
     event_ttl_s: int = Field(default=604_800, ge=60)
     fail_on_data_loss: bool = True
+    lease_ttl_s: float = Field(default=30.0, gt=0)  # one driver per query: its Redis lease lasts ...
+    lease_renew_s: float = Field(default=10.0, gt=0)  # ... renewed this often (and at every batch)
 
 
 class KappaConfig(Section):
@@ -264,4 +269,5 @@ class KappaConfig(Section):
     serve: ServeConfig = ServeConfig()
     monitoring: MonitoringConfig = MonitoringConfig()
     pipelines: PipelinesConfig = PipelinesConfig()
+    secrets: SecretsConfig = SecretsConfig()
     topics: dict[str, TopicSpec] = Field(default_factory=dict)

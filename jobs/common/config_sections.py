@@ -71,9 +71,10 @@ class PipelinesConfig(Section):
 class ServeConfig(Section):
     """The data access tier (``kappa serve``, docs/api.md); owned by jobs/serve.
 
-    The bearer token is never configured here: it is read from the environment variable
-    named by ``auth_token_env`` (auth is off when that variable is unset, unless
-    ``require_auth`` makes the service refuse to start without it).
+    The bearer token is never configured in a file: it is read from the environment variable
+    named by ``auth_token_env``, else from Secrets Manager by ``auth_token_secret_arn``
+    (``secrets.provider: aws``) into ``auth_token``. Auth is off when neither gives a token,
+    unless ``require_auth`` makes the service refuse to start without it.
     """
 
     host: str = "127.0.0.1"
@@ -81,6 +82,8 @@ class ServeConfig(Section):
     analyzed_topic: str | None = None     # None: streaming.analyzed_topic
     summaries_topic: str | None = None    # None: streaming.summaries_topic
     auth_token_env: str = Field(default="KAPPA_SERVE_TOKEN", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    auth_token_secret_arn: str | None = None  # Secrets Manager: plain text or JSON {"token": ...}
+    auth_token: SecretStr | None = None  # filled from auth_token_secret_arn at load; never in a file
     require_auth: bool = False
     ring_buffer_size: int = Field(default=20_000, ge=0)
     client_buffer: int = Field(default=2_000, ge=1)
@@ -95,6 +98,20 @@ class ServeConfig(Section):
     catchup_timeout_s: float = Field(default=60.0, gt=0)
     consumer_batch: int = Field(default=500, ge=1)
     default_windows: int = Field(default=5, ge=1, le=1_000)
+
+
+class SecretsConfig(Section):
+    """Where the ``*_secret_arn`` keys are read (docs/deploy.md "Secrets").
+
+    ``env``: secrets come only from ``KAPPA_*`` environment variables, the ARNs are not read.
+    ``aws``: each secret the environment does not set is read from AWS Secrets Manager at load
+    (once per process); an environment variable still wins over its ARN.
+    """
+
+    provider: Literal["env", "aws"] = "env"
+    region: str | None = None  # None: the ARN's region, else AWS_REGION / the AWS profile's
+    endpoint_url: str | None = None  # None: AWS's (or AWS_ENDPOINT_URL_SECRETS_MANAGER); tests: moto
+    timeout_s: float = Field(default=5.0, gt=0)  # connect and read timeout of one API call
 
 
 class AirflowConfig(Section):

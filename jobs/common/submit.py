@@ -32,6 +32,9 @@ ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)  # fixed timestamps: the same code gives the s
 SUBMIT_MASTERS = ("local", "spark://", "yarn", "k8s://", "mesos://")
 CLUSTER_ENV_PREFIXES = {"yarn": "spark.yarn.appMasterEnv.", "k8s://": "spark.kubernetes.driverEnv."}
 SECRET_WORDS = ("PASSWORD", "SECRET", "TOKEN", "USERNAME", "CLIENT")
+# Where a secret is read from, not a secret: forwarded (KAPPA_SECRETS__*: the secret store's
+# provider, region, endpoint)
+SECRET_REFERENCE_SUFFIXES = ("_SECRET_ARN", "_TOKEN_ENV")
 
 
 class SubmitError(KappaError):
@@ -142,7 +145,14 @@ def _driver_env(master: str, environ: Mapping[str, str]) -> dict[str, str]:
     if prefix is None:
         return {}
     return {f"{prefix}{name}": value for name, value in sorted(environ.items())
-            if name.startswith("KAPPA_") and not any(word in name for word in SECRET_WORDS)}
+            if name.startswith("KAPPA_") and not secret_variable(name)}
+
+
+def secret_variable(name: str) -> bool:
+    """Whether an environment variable may hold a secret (never put on a command line)."""
+    if name.startswith("KAPPA_SECRETS__") or name.endswith(SECRET_REFERENCE_SUFFIXES):
+        return False
+    return any(word in name for word in SECRET_WORDS)
 
 
 def submit(cfg: KappaConfig, args: Sequence[str], **options) -> int:

@@ -27,14 +27,17 @@ VIEWS_POLL_S = 1.0
 
 
 def auth_token(cfg: KappaConfig, environ: dict[str, str] | None = None) -> SecretStr | None:
-    """The bearer token from the environment; None (auth off) when unset and not required."""
+    """The bearer token: the environment's, else the secret store's; None (auth off) if neither."""
     environ = dict(os.environ) if environ is None else environ
     value = environ.get(cfg.serve.auth_token_env, "").strip()
     if value:
         return SecretStr(value)
+    if cfg.serve.auth_token is not None:
+        return cfg.serve.auth_token
     if cfg.serve.require_auth:
         raise ConfigError(f"serve.require_auth is true but {cfg.serve.auth_token_env} is not set; "
-                          f"export {cfg.serve.auth_token_env}=<token> or set serve.require_auth: false")
+                          f"export {cfg.serve.auth_token_env}=<token>, set serve.auth_token_secret_arn "
+                          "(secrets.provider: aws) or set serve.require_auth: false")
     return None
 
 

@@ -89,7 +89,12 @@ def test_prod_needs_terraform_outputs_then_loads(tmp_path):
         "airflow_webserver_url": "https://mwaa.example"}.items()}
     path = tmp_path / "outputs.json"
     path.write_text(json.dumps(outputs))
-    cfg = load_config("prod", environ={"KAPPA_TERRAFORM_OUTPUTS": str(path)})
+    # prod reads its secrets from Secrets Manager (tests/integration/test_secrets_store.py);
+    # variables in the environment win, so this loads without reaching AWS
+    env_secrets = {"KAPPA_KAFKA_SASL_USERNAME": "streaming", "KAPPA_KAFKA_SASL_PASSWORD": "pw",
+                   "KAPPA_REDIS_PASSWORD": "auth"}
+    cfg = load_config("prod", environ={"KAPPA_TERRAFORM_OUTPUTS": str(path), **env_secrets})
+    assert cfg.secrets.provider == "aws"
     assert cfg.kafka.bootstrap_servers == "b-1.msk:9096,b-2.msk:9096"
     assert cfg.kafka.security_protocol == "SASL_SSL"
     assert cfg.redis.port == 6379 and cfg.redis.tls is True
