@@ -1,10 +1,11 @@
-"""Metrics of the control plane: view versions and reprocess progress, Airflow's scheduler."""
+"""Metrics of the control plane: view versions and reprocess progress, Airflow's scheduler and tasks."""
 
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -13,6 +14,9 @@ from jobs.common.config import KappaConfig
 
 VIEW_STATES = ("building", "current", "previous", "retired")
 HEALTH_PATH = "/api/v2/monitor/health"
+TASKS_PATH = "/api/v2/dags/~/dagRuns/~/taskInstances"
+FAILED_WINDOW_S = 86_400  # failed task instances that ended within this window count
+PAGE = 100
 TIMEOUT_S = 5.0
 
 
@@ -56,3 +60,48 @@ def airflow_metrics(url: str) -> list[Metric]:
     if beat:
         heartbeat.add_metric([], datetime.fromisoformat(beat).timestamp())
     return [up, heartbeat]
+
+
+def airflow_failed_tasks(url: str, user: str, password: str) -> list[Metric]:
+    """Per DAG, task instances failed in the last :data:`FAILED_WINDOW_S`, from Airflow's REST API.
+
+    Logs in as ``user`` (``POST /auth/token``) and pages through the failed task instances whose
+    end date falls in the window. A DAG with none has no sample.
+    """
+    import httpx
+
+    failed = GaugeMetricFamily("kappa_airflow_failed_task_instances", "Task instances now in state failed "
+                               f"that ended in the last {FAILED_WINDOW_S // 3600} h", labels=["dag_id"])
+    base = url.rstrip("/")
+    login = httpx.post(f"{base}/auth/token", json={"username": user, "password": password}, timeout=TIMEOUT_S)
+    login.raise_for_status()
+    since = datetime.fromtimestamp(time.time() - FAILED_WINDOW_S, UTC).isoformat()
+    counts: dict[str, int] = {}
+    headers = {"Authorization": f"Bearer {login.json()['access_token']}"}
+    with httpx.Client(base_url=base, timeout=TIMEOUT_S, headers=headers) as client:
+        offset, total = 0, 1
+        while offset < total:
+            page = client.get(TASKS_PATH, params={"state": "failed", "end_date_gte": since, "limit": PAGE,
+                                                  "offset": offset})
+            page.raise_for_status()
+            body = page.json()
+            rows, total = body["task_instances"], int(body["total_entries"])
+            if not rows:
+                break
+            for row in rows:
+                counts[row["dag_id"]] = counts.get(row["dag_id"], 0) + 1
+            offset += len(rows)
+    for dag_id, count in sorted(counts.items()):
+        failed.add_metric([dag_id], count)
+    return [failed]
+
+
+def local_airflow_login(cfg: KappaConfig) -> tuple[str, str]:
+    """The admin login of the local Airflow (``kappa airflow up``): its user and generated password."""
+    from jobs.orchestration.local import LocalAirflow
+
+    password = LocalAirflow(cfg).password()
+    if password is None:
+        raise RuntimeError("no Airflow password: the exporter logs in to the local Airflow of "
+                           "`kappa airflow up` only (its generated admin password file is missing)")
+    return cfg.airflow.admin_user, password

@@ -3,10 +3,12 @@
 :class:`KappaCollector` is a custom prometheus_client collector. A scrape reads the streaming
 job's records in Redis (``<prefix>:metrics:<query>``, ``:status``, ``:history``, the totals and
 the fence, docs/streaming.md "Redis keys") and each fenced partition's end offset from Kafka;
-scrapes within ``monitoring.cache_s`` of the last one reuse its metrics. The slower tiers (the
-loader's tables, retention headroom, the last reconcile, view versions: jobs/monitoring/lake.py
-and control.py) are read at most every :data:`SLOW_EVERY_S`. Labels are bounded: query, state,
-topic, partition, quantile, table, outcome, version, source.
+scrapes within ``monitoring.cache_s`` of the last one reuse its metrics. The live job's batches
+become histograms (jobs/monitoring/batches.py); the pipelines on the engine are read on every
+read (jobs/monitoring/pipelines.py). The slower tiers (the loader's tables, retention headroom,
+the last reconcile, view versions, the batch tier's tables: jobs/monitoring/lake.py, control.py,
+batch_tier.py) are read at most every :data:`SLOW_EVERY_S`. Labels are bounded: query, state,
+topic, partition, quantile, le, table, outcome, version, source, pipeline, kind.
 """
 
 from __future__ import annotations
@@ -22,8 +24,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from jobs.common.config import KappaConfig
 from jobs.common.processes import alive
-from jobs.monitoring.control import airflow_metrics, views_metrics
+from jobs.monitoring.batch_tier import batch_tier_metrics
+from jobs.monitoring.batches import HISTORY, BatchHistograms, pending_metrics
+from jobs.monitoring.control import airflow_failed_tasks, airflow_metrics, local_airflow_login, views_metrics
 from jobs.monitoring.lake import loader_metrics, reconcile_metrics, retention_metrics, scrape_errors
+from jobs.monitoring.pipelines import PipelineMetrics
 from jobs.streaming.fence_fields import parse_fence, parse_stream_points
 
 logger = logging.getLogger(__name__)
@@ -32,7 +37,6 @@ STATES = ("running", "waiting", "finished", "stopped", "failed")
 UP_STATES = ("running", "waiting")
 TOTALS = {"input": "input_records", "valid": "valid_records", "dlq": "dead_letter_records",
           "late": "late_records"}
-HISTORY = 100  # batches the job keeps in <prefix>:metrics:<query>:history
 KAFKA_TIMEOUT_S = 2.0  # also Redis's socket timeouts
 SLOW_EVERY_S = 60.0  # the lake, retention, reconcile and views are read at most this often
 
@@ -58,6 +62,8 @@ class KappaCollector:
         self._slow_at: float | None = None
         self._errors: dict[str, int] = {}
         self._up = GaugeMetricFamily("kappa_exporter_source_up", "", labels=["source"])
+        self._batches = BatchHistograms()
+        self._pipelines = PipelineMetrics(cfg)
 
     def collect(self) -> list[Metric]:
         """The metrics of the last read, reading again when it is older than ``cache_s``."""
@@ -67,6 +73,11 @@ class KappaCollector:
                 self._cached = self._read()
                 self._at = now
             return self._cached
+
+    @property
+    def read_at(self) -> float | None:
+        """When (on the collector's clock) the metrics :meth:`collect` returns were read."""
+        return self._at
 
     def close(self) -> None:
         """Release the Redis and Kafka clients."""
@@ -81,6 +92,8 @@ class KappaCollector:
         metrics: list[Metric] = []
         fence = self._source("redis", metrics, self._read_redis) or {}
         self._source("kafka", metrics, lambda out: self._read_kafka(out, fence))
+        self._source("pipelines", metrics,
+                     lambda out: out.extend(self._pipelines.read(self._client(), self._kafka())))
         if self._slow_at is None or self._clock() - self._slow_at >= SLOW_EVERY_S:
             self._slow = []
             positions = dict(fence)
@@ -88,6 +101,11 @@ class KappaCollector:
             self._source("retention", self._slow,
                          lambda out: out.extend(retention_metrics(self.cfg, positions)))
             self._source("reconcile", self._slow, lambda out: out.extend(reconcile_metrics(self.cfg)))
+            self._source("batch", self._slow, lambda out: out.extend(batch_tier_metrics(self.cfg)))
+            airflow = self.cfg.monitoring.airflow_url
+            if airflow:
+                self._source("airflow", self._slow, lambda out: out.extend(
+                    airflow_failed_tasks(airflow, *local_airflow_login(self.cfg))))
             self._source("views", self._slow,
                          lambda out: out.extend(views_metrics(self.cfg, self._client())))
             self._slow_at = self._clock()
@@ -130,6 +148,8 @@ class KappaCollector:
         queries = sorted(key.removeprefix(f"{prefix}:metrics:").removesuffix(":status")
                          for key in client.scan_iter(match=f"{prefix}:metrics:*:status", count=100))
         metrics.extend(self._query_metrics(client, prefix, queries))
+        metrics.extend(self._batches.metrics())
+        metrics.extend(pending_metrics(self.cfg, queries))
         totals = client.hgetall(f"{prefix}:totals")
         for field, name in TOTALS.items():
             family = CounterMetricFamily(f"kappa_stream_{name}",
@@ -184,19 +204,26 @@ class KappaCollector:
                 at.add_metric([query], int(last["emitted_ms"]) / 1000)
             if last.get("offsets_behind_latest") not in (None, "", "None", "null"):
                 behind.add_metric([query], float(last["offsets_behind_latest"]))
-            seconds = [int(json.loads(item).get("batch_duration_ms", 0)) / 1000
-                       for item in client.lrange(f"{base}:history", 0, HISTORY - 1)]
+            history = [json.loads(item) for item in client.lrange(f"{base}:history", 0, HISTORY - 1)]
+            self._batches.observe(query, history)
+            seconds = [int(item.get("batch_duration_ms", 0)) / 1000 for item in history]
             if seconds:
                 for q in ("0.5", "0.9", "0.99"):
                     duration.add_metric([query, q], quantile(seconds, float(q)))
         return [up, state, batch, at, behind, duration]
 
-    def _read_kafka(self, metrics: list[Metric], fence: dict[tuple[str, int], int]) -> None:
-        from confluent_kafka import Consumer, TopicPartition
+    def _kafka(self) -> Any:
+        from confluent_kafka import Consumer
 
         if self._consumer is None:
             self._consumer = Consumer({**self.cfg.kafka.client_config(), "group.id": "kappa-metrics",
                                        "enable.auto.commit": False})
+        return self._consumer
+
+    def _read_kafka(self, metrics: list[Metric], fence: dict[tuple[str, int], int]) -> None:
+        from confluent_kafka import TopicPartition
+
+        self._kafka()
         end = GaugeMetricFamily("kappa_kafka_end_offset", "A fenced partition's end offset",
                                 labels=["topic", "partition"])
         lag = GaugeMetricFamily("kappa_stream_lag_records", "End offset minus the Redis fence",

@@ -12,7 +12,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import SecretStr
 
 from jobs.common.config import KappaConfig
-from jobs.serve import asyncapi, errors, pipelines, rest, streams
+from jobs.serve import asyncapi, errors, operations, pipelines, rest, streams
 from jobs.serve.guard import Guard
 from jobs.serve.service import Service
 
@@ -30,6 +30,7 @@ FAVICON = ("<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 16 16'><circle 
 def build_app(cfg: KappaConfig, token: SecretStr | None) -> Guard:
     """The application wrapped in the auth/rate-limit guard (``.service`` is the shared state)."""
     service = Service(cfg, token)
+    ops = operations.Operations(cfg)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -48,6 +49,7 @@ def build_app(cfg: KappaConfig, token: SecretStr | None) -> Guard:
             yield
         finally:
             await service.stop()
+            ops.close()
 
     app = FastAPI(title="kappa data access", version="1", description=DESCRIPTION, lifespan=lifespan)
     app.state.service = service
@@ -55,6 +57,7 @@ def build_app(cfg: KappaConfig, token: SecretStr | None) -> Guard:
     app.include_router(rest.router)
     app.include_router(streams.router)
     app.include_router(pipelines.router(cfg))
+    app.include_router(operations.router(ops))
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["operations"],
                       summary="Health: Redis answers and both shared consumers poll")
     app.add_api_route("/metrics", metrics, methods=["GET"], tags=["operations"],

@@ -6,7 +6,8 @@ batches to the hub on the event loop. A feed with nothing to read pauses its par
 brokers (the embedded noida-db among them) answer a fetch at once instead of holding it for
 ``fetch.wait.max.ms``, so a caught-up consumer would otherwise fetch in a busy loop (most of a
 core in the service and half of one in the broker). Paused, it asks for the high watermarks,
-one request per topic, at growing intervals (``IDLE_NAP_S``) and resumes when they move.
+one request per topic, at growing intervals (``IDLE_NAP_S``), every ``IDLE_LONG_NAP_S`` once
+idle for ``IDLE_LONG_AFTER_S``, and resumes when they move.
 
 A resume reader is assigned from a client's position vector up to the hub's position at that
 moment and is closed when it gets there.
@@ -35,6 +36,8 @@ POLL_S = 0.2
 HIGHS_REFRESH_S = 1.0
 METADATA_TIMEOUT_S = 10.0
 IDLE_NAP_S = (0.01, 0.05)  # first and longest wait between two high-watermark checks of an idle feed
+IDLE_LONG_AFTER_S = 5.0  # a feed idle this long checks every IDLE_LONG_NAP_S (docs/runbooks/serve.md)
+IDLE_LONG_NAP_S = 0.25
 CONSUMER_DEFAULTS = {
     "enable.auto.commit": False,
     "enable.auto.offset.store": False,
@@ -136,14 +139,15 @@ class SharedFeed:
     def _idle(self) -> None:
         """Nothing came for one poll: stop fetching until a high watermark passes the position."""
         self._consumer.pause(self._partitions)
-        nap = IDLE_NAP_S[0]
+        nap, began = IDLE_NAP_S[0], time.monotonic()
         while not self._stop.wait(nap):
             self.last_poll = time.monotonic()
             if self._records_waiting():
                 self._consumer.resume(self._partitions)
                 self._wake_fetcher()
                 return
-            nap = min(2 * nap, IDLE_NAP_S[1])
+            long_idle = self.last_poll - began >= IDLE_LONG_AFTER_S
+            nap = IDLE_LONG_NAP_S if long_idle else min(2 * nap, IDLE_NAP_S[1])
 
     def _wake_fetcher(self) -> None:
         """Make librdkafka fetch the resumed partitions now.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -54,6 +55,59 @@ def test_dashboard_updates_live(start_serve, sender, serve_topics, redis_client,
             print(f"\ndashboard screenshot: {shot}")
         finally:
             browser.close()
+
+
+def test_operations_view_and_pipelines(stack, kappa_env, serve_topics, topic_factory, sender, redis_client,
+                                       prefix):
+    """The operations view shows what Redis and Kafka hold (lag, batches, dead letters, version)."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from jobs.common.config import load_config
+    from jobs.common.views import switch_current
+    from jobs.serve.server import ServerThread
+
+    cfg = load_config("test", environ=kappa_env, overrides={
+        "serve.analyzed_topic": serve_topics["analyzed"], "serve.summaries_topic": serve_topics["summaries"],
+        "streaming.redis_prefix": prefix, "streaming.views_topic": topic_factory(1, prefix="views"),
+        "serve.port": 0})
+    analyzed, query = serve_topics["analyzed"], cfg.streaming.query_name
+    switch_current(cfg, 2, 1)
+    sender.send(analyzed, [rsvp(n) for n in range(7)])  # partitions 0, 1, 2 get 3, 2, 2 records
+    redis_client.hset(f"{prefix}:fence:summaries", mapping={f"{analyzed}:0": 1, f"{analyzed}:1": 0,
+                                                            f"{analyzed}:2": 0, "updated_ms": W})
+    redis_client.hset(f"{prefix}:metrics:{query}:status", mapping={"state": "running", "pid": os.getpid()})
+    redis_client.hset(f"{prefix}:metrics:{query}", mapping={"batch_id": 41, "emitted_ms": W})
+    redis_client.lpush(f"{prefix}:metrics:{query}:history",
+                       *[json.dumps({"batch_duration_ms": ms}) for ms in (100, 200, 300, 400, 5000)])
+    redis_client.hset(f"{prefix}:totals", mapping={"input": 10, "valid": 8, "dlq": 2, "late": 0})
+    server = ServerThread(cfg).start()
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            try:
+                page = browser.new_page(viewport={"width": 1366, "height": 900})
+                page.goto(server.url + "/")
+                expect(page.get_by_test_id("ops-lag")).to_have_text(
+                    f"6 records ({analyzed}:0 2, {analyzed}:1 2, {analyzed}:2 2)", timeout=30_000)
+                expect(page.get_by_test_id("ops-version")).to_have_text("2")
+                expect(page.get_by_test_id("ops-batch")).to_have_text(
+                    f"{query} up (running), batch 41: p50 0.3 s, p99 5 s")
+                expect(page.get_by_test_id("ops-dlq")).to_contain_text("2 of 10 records")
+                redis_client.hset(f"{prefix}:totals", mapping={"input": 110, "dlq": 52})
+                expect(page.get_by_test_id("ops-dlq")).to_contain_text("52 of 110 records", timeout=30_000)
+                expect(page.get_by_test_id("ops-dlq")).to_contain_text("50 % of input")
+                cards = page.get_by_test_id("pipelines").locator("li", has_text="cards")
+                expect(cards).to_contain_text("version 1")
+                link = cards.get_by_role("link", name="flags_by_country")
+                expect(link).to_have_attribute("href", "/api/v1/pipelines/cards/views/flags_by_country")
+                ARTIFACTS.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(ARTIFACTS / "dashboard-operations.png"), full_page=True)
+            finally:
+                browser.close()
+    finally:
+        server.stop()
+        for key in redis_client.scan_iter(match=f"{prefix}:*"):
+            redis_client.delete(key)
 
 
 def test_dashboard_asks_for_the_token(start_serve):
