@@ -1,5 +1,22 @@
-"""Pipelines on the engine: their definition (``pipeline.yaml`` + code), discovery and validation."""
+"""Pipelines on the engine: their definition (``pipeline.yaml`` + code), discovery and validation.
 
-from jobs.pipelines.define import Definitions, Reject, definitions
+``Definitions``, ``Reject`` and ``definitions`` (what a pipeline's code imports) load on first use,
+so reading a ``pipeline.yaml`` (the DAG factory at parse time) imports no pyarrow.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jobs.pipelines.define import Definitions, Reject, definitions
 
 __all__ = ["Definitions", "Reject", "definitions"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from jobs.pipelines import define
+
+        return getattr(define, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,13 +13,16 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 from pydantic import ValidationError
 
 from jobs.common.config import PROJECT_ROOT
-from jobs.pipelines.define import Definitions
 from jobs.pipelines.spec import PipelineSpec
+
+if TYPE_CHECKING:
+    from jobs.pipelines.define import Definitions
 
 SPEC_FILE = "pipeline.yaml"
 PATH_ENV = "KAPPA_PIPELINES_PATH"
@@ -58,6 +61,21 @@ def discover(environ: dict[str, str] | None = None) -> list[Path]:
 
 def load(folder: Path) -> Loaded:
     """Read a pipeline folder's spec and import its code."""
+    loaded = load_spec(folder)
+    if loaded.spec is None:
+        return loaded
+    loaded.code, problem = _import(folder / loaded.spec.code, loaded.spec.name)
+    if problem:
+        loaded.problems.append(problem)
+    return loaded
+
+
+def load_spec(folder: Path) -> Loaded:
+    """Read a pipeline folder's ``pipeline.yaml`` only: its code is not imported (``code`` stays None).
+
+    For what must stay cheap and must not run a pipeline's code, such as parsing the DAG factory
+    (dags/pipelines.py).
+    """
     loaded = Loaded(folder)
     try:
         data = yaml.safe_load((folder / SPEC_FILE).read_text())
@@ -72,14 +90,13 @@ def load(folder: Path) -> Loaded:
     if loaded.spec.name != folder.name:
         loaded.problems.append(f"{SPEC_FILE}: name {loaded.spec.name!r} differs from its folder "
                                f"{folder.name!r}; rename one of them")
-    loaded.code, problem = _import(folder / loaded.spec.code, loaded.spec.name)
-    if problem:
-        loaded.problems.append(problem)
     return loaded
 
 
 def _import(path: Path, name: str) -> tuple[Definitions | None, str | None]:
     """Import a code file and find its :class:`Definitions` (module name ``kappa_pipeline_<name>``)."""
+    from jobs.pipelines.define import Definitions
+
     if not path.is_file():
         return None, f"code: {path.name} does not exist beside pipeline.yaml; create it or fix `code:`"
     module_name = f"kappa_pipeline_{name}"
