@@ -57,15 +57,16 @@ from jobs.orchestration.settings import free_port
 WORKLOADS = ("skewed", "high-cardinality")
 
 
-def timed(command: list[str], env: dict[str, str]) -> dict[str, Any]:
+def timed(command: list[str], env: dict[str, str], keep_stderr: bool = False) -> dict[str, Any]:
     """Run ``command``; wall seconds from start to exit, peak RSS of its tree (MB), its last stdout
     line, and the CPU seconds each kind of the run's own processes used meanwhile (:class:`MachineCpu`:
-    the command's tree, this benchmark's ``kappa serve``, the stack and the Spark service)."""
+    the command's tree, this benchmark's ``kappa serve``, the stack and the Spark service).
+    ``keep_stderr``: its stderr too (``stderr``), else it is discarded."""
     peak = [0.0]
     cpu = MachineCpu(service_pids(load_config()))
     began = time.monotonic()
     process = subprocess.Popen(command, env=env, cwd=PROJECT_ROOT, stdout=subprocess.PIPE,
-                               stderr=subprocess.DEVNULL, text=True)
+                               stderr=subprocess.PIPE if keep_stderr else subprocess.DEVNULL, text=True)
     done = threading.Event()
 
     def sample() -> None:
@@ -83,14 +84,14 @@ def timed(command: list[str], env: dict[str, str]) -> dict[str, Any]:
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    out, _ = process.communicate()
+    out, err = process.communicate()
     wall = time.monotonic() - began
     done.set()
     sampler.join()
     if process.returncode != 0:
         raise RuntimeError(f"{' '.join(command[:6])} ... exited {process.returncode}: {out[-2000:]}")
     return {"wall_s": round(wall, 2), "peak_rss_mb": round(peak[0]), "cpu_s": cpu.by_kind(),
-            "last": out.strip().splitlines()[-1]}
+            "last": out.strip().splitlines()[-1], **({"stderr": err} if keep_stderr else {})}
 
 
 def rest_client(url: str, stop: Any, out: Any) -> None:
