@@ -16,6 +16,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
+from itertools import accumulate
 from typing import Any
 
 START_MS = 1_793_491_200_000  # 2026-11-01T00:00:00Z
@@ -116,7 +117,8 @@ def generate(
     table, by_city = merchants(), _by_city()
     home = {f"card-{i:05d}": rng.choice(CITIES)[0] for i in range(cards)}
     ids = list(home)
-    weights = [1.0 / (i + 1) for i in range(cards)]  # Zipf-like: a few cards are busy
+    # Zipf-like: a few cards are busy; summed once (choices() would sum them on every draw)
+    cum_weights = list(accumulate(1.0 / (i + 1) for i in range(cards)))
     last: dict[str, tuple[str, int]] = {}
     pending: list[tuple[int, Item]] = []  # second ends of planted pairs, due at a time
     t, n, pairs = START_MS, 0, 0
@@ -143,7 +145,7 @@ def generate(
             pending.append((due, Item(card, json.dumps(second), "planted_travel")))
             pending.sort(key=lambda p: p[0])
         else:
-            card = rng.choices(ids, weights)[0]
+            card = rng.choices(ids, cum_weights=cum_weights)[0]
             merchant = rng.choice(by_city[home[card]])
             prev = last.get(card)
             if prev is not None and not _reachable(table[prev[0]], table[merchant], t - prev[1]):
