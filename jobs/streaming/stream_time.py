@@ -174,7 +174,8 @@ def scan_stream_time(plan: Any, topic: str, partition: int, near: tuple[int, int
         consumer.assign([TopicPartition(topic, partition, start)])
         position, scanned = start, 0
         while position < offset:
-            messages = consumer.consume(SCAN_BATCH, timeout=SCAN_TIMEOUT_S)
+            # no more than the records left to read: consume() waits for its count or the timeout
+            messages = consumer.consume(min(SCAN_BATCH, offset - position), timeout=SCAN_TIMEOUT_S)
             if not messages:
                 raise StreamTimeUnavailable(
                     f"no records from {topic}/{partition} at offset {position} in {SCAN_TIMEOUT_S:.0f} s "
