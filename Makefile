@@ -34,7 +34,7 @@ $(CHECKOV_VENV)/.installed: requirements/checkov-lock.txt $(VENV)/.installed
 	@touch $@
 
 test: setup lint  ## Run the linters, then the whole suite (unit, integration, infra) from nothing
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 test-unit: setup  ## Only the fast unit tests
 	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)

@@ -63,11 +63,16 @@ def start_stack(config_for: Callable[[int], KappaConfig], attempts: int = STACK_
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark tests by folder: tests/unit -> unit, tests/integration -> integration, tests/dags -> dags."""
+    """Mark tests by folder (tests/unit -> unit, tests/integration -> integration, tests/dags ->
+    dags), then put the files holding a ``slow`` test first: pytest-xdist hands out whole files
+    (``--dist loadfile``) in this order, so the longest start first and the short ones fill the
+    workers' ends."""
     for item in items:
         parts = Path(str(item.fspath)).relative_to(REPO / "tests").parts
         if parts[0] in ("unit", "integration", "infra", "dags") and not item.get_closest_marker(parts[0]):
             item.add_marker(getattr(pytest.mark, parts[0]))
+    slow_files = {str(item.fspath) for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: str(item.fspath) not in slow_files)   # stable: file order kept
 
 
 @pytest.fixture(scope="session")
@@ -204,3 +209,26 @@ def private_broker(tmp_path):
         yield cfg, stack
     finally:
         stack.down(progress=lambda message: None)
+
+
+AWS_REGION = "eu-west-1"
+AWS_TEST_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                "AWS_SESSION_TOKEN": "testing", "AWS_DEFAULT_REGION": AWS_REGION}
+
+
+@pytest.fixture(scope="session")
+def aws_server() -> Iterator[str]:
+    """Moto's S3 and Secrets Manager API server on loopback (one per test session): its URL.
+
+    Tests that talk to it set :data:`AWS_TEST_ENV` (fake credentials, region) for their process
+    and the processes they start; each uses buckets and secret names of its own.
+    """
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()

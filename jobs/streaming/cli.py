@@ -130,11 +130,11 @@ def run(
 
     on_engine = engine_pipeline(pipeline)
     if on_engine is not None:
-        from jobs.pipelines import cli as pipelines_cli
+        from jobs.pipelines import cli_run
 
-        pipelines_cli.run(on_engine, mode=mode, from_=from_, to=to, sinks=sinks, prefix=None, query=query,
-                          output_suffix=None, params=None, fresh=fresh, max_offsets=max_offsets,
-                          version=version, as_json=as_json)
+        cli_run.run(on_engine, mode=mode, from_=from_, to=to, sinks=sinks, prefix=None, query=query,
+                   output_suffix=None, params=None, fresh=fresh, max_offsets=max_offsets,
+                   version=version, as_json=as_json)
         return
 
     check_run_options(mode, to, max_offsets)

@@ -19,7 +19,6 @@ import httpx
 import pytest
 import redis
 from confluent_kafka.admin import AdminClient
-from moto.server import ThreadedMotoServer
 
 from jobs.collector.service import Settings
 from jobs.common import secrets
@@ -27,12 +26,11 @@ from jobs.common.config import load_config
 from jobs.common.errors import ConfigError
 from jobs.common.health import redis_healthy
 from jobs.serve.service import auth_token
+from tests.conftest import AWS_REGION as REGION
+from tests.conftest import AWS_TEST_ENV as AWS_ENV
 from tests.conftest import KAPPA, REPO, free_port
 from tests.integration.collector.support import CollectorProcess, listening_url, wait_ready
 
-REGION = "eu-west-1"
-AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-           "AWS_SESSION_TOKEN": "testing", "AWS_DEFAULT_REGION": REGION}
 KAFKA_USER, KAFKA_PASSWORD = "streaming", "kafka-pw-Qx7!vR2#"
 REDIS_PASSWORD = "redis-auth-Lm4%Zt9="
 SERVE_TOKEN = "serve-token-Hb3+Wd8."
@@ -42,12 +40,9 @@ READY_S = 60
 
 
 @pytest.fixture(scope="module")
-def store() -> Iterator[dict[str, str]]:
-    """Moto's server on loopback holding the four secrets; yields KAPPA_* variables naming them."""
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
+def store(aws_server: str) -> Iterator[dict[str, str]]:
+    """The four secrets on moto's server; yields KAPPA_* variables naming them."""
+    endpoint = aws_server
     with pytest.MonkeyPatch.context() as patch:
         for name, value in AWS_ENV.items():
             patch.setenv(name, value)
@@ -56,20 +51,17 @@ def store() -> Iterator[dict[str, str]]:
         def create(name: str, value: str) -> str:
             return client.create_secret(Name=name, SecretString=value)["ARN"]
 
-        try:
-            yield {
-                "KAPPA_SECRETS__PROVIDER": "aws", "KAPPA_SECRETS__ENDPOINT_URL": endpoint,
-                "KAPPA_KAFKA__SASL_SECRET_ARN": create(
-                    "AmazonMSK_kappa_streaming",
-                    json.dumps({"username": KAFKA_USER, "password": KAFKA_PASSWORD})),
-                "KAPPA_REDIS__AUTH_SECRET_ARN": create("kappa-redis-auth",
-                                                       json.dumps({"password": REDIS_PASSWORD})),
-                "KAPPA_SERVE__AUTH_TOKEN_SECRET_ARN": create("kappa-serve-token", SERVE_TOKEN),
-                "KAPPA_COLLECTOR__AUTH_TOKEN_SECRET_ARN": create(
-                    "kappa-collector-token", json.dumps({"token": COLLECTOR_TOKEN})),
-            }
-        finally:
-            server.stop()
+        yield {
+            "KAPPA_SECRETS__PROVIDER": "aws", "KAPPA_SECRETS__ENDPOINT_URL": endpoint,
+            "KAPPA_KAFKA__SASL_SECRET_ARN": create(
+                "AmazonMSK_kappa_streaming",
+                json.dumps({"username": KAFKA_USER, "password": KAFKA_PASSWORD})),
+            "KAPPA_REDIS__AUTH_SECRET_ARN": create("kappa-redis-auth",
+                                                   json.dumps({"password": REDIS_PASSWORD})),
+            "KAPPA_SERVE__AUTH_TOKEN_SECRET_ARN": create("kappa-serve-token", SERVE_TOKEN),
+            "KAPPA_COLLECTOR__AUTH_TOKEN_SECRET_ARN": create(
+                "kappa-collector-token", json.dumps({"token": COLLECTOR_TOKEN})),
+        }
 
 
 @pytest.fixture(autouse=True)

@@ -1,6 +1,6 @@
 """The same log gives the same views, however it is cut into batches, killed or rebuilt.
 
-One topic of 50,000 generated events (late, out-of-order, duplicate and malformed ones) is
+One topic of 20,000 generated events (late, out-of-order, duplicate and malformed ones) is
 processed (a) live in 1,000-record batches with three kill -9s of the driver and its JVM, (b) as
 one replay in 100,000-record batches, (c) as a rebuild from the earliest offset after the Redis
 database was flushed. The three Redis states are equal key by key (HyperLogLogs: the same count,
@@ -26,7 +26,7 @@ from tests.integration.streaming.expected import compute, read_topic
 from tests.integration.streaming.test_end_to_end import generate
 from tests.integration.streaming.test_kill_restart import _env, _kill_group
 
-EVENTS = 50_000
+EVENTS = 20_000
 LIVE_PER_BATCH, REPLAY_PER_BATCH = 1_000, 100_000
 KILL_AFTER_S = (0.2, 1.5, 4.0)
 DB = 7  # a database of the session's Redis of this test's own, flushed as a lost Redis would be
