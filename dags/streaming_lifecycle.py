@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from airflow.sdk import Param, dag, task
+from airflow.sdk import dag, task
 
 from jobs.orchestration import tasks
-from jobs.orchestration.dagkit import DEFAULT_ARGS, START
+from jobs.orchestration.dagkit import DEFAULT_ARGS, START, lifecycle_params
 
 
 @dag(
@@ -35,11 +35,7 @@ from jobs.orchestration.dagkit import DEFAULT_ARGS, START
     default_args=DEFAULT_ARGS,
     doc_md=__doc__,
     tags=["kappa", "streaming", "lifecycle"],
-    params={
-        "action": Param("ensure", enum=["ensure", "stop"], description="ensure = start if absent"),
-        "max_batch_age_s": Param(300, type="number", description="unhealthy if the last batch is older"),
-        "max_offsets_behind": Param(1_000_000, type="integer", description="unhealthy above this lag"),
-    },
+    params=lifecycle_params(),
 )
 def streaming_lifecycle():
     @task.branch

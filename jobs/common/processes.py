@@ -13,7 +13,9 @@ the broker: the embedded broker loses writes it acknowledges while it shuts down
 which writes ``<stack.data_dir>/run/<name>.<pid>.pid`` holding its pid and command line and
 removes it on exit. :func:`stop_registered` SIGTERMs every registered process whose command
 line still matches its file (a recycled pid is never signalled), waits up to a grace period,
-then SIGKILLs what is left and removes the files.
+then SIGKILLs what is left and removes the files. The registry names this host's processes
+only: no job resumes from it, so it stays on local disk (a job's own state lives beside its
+checkpoint, jobs/common/statefs.py).
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from jobs.common import statefs
 from jobs.common.config import PROJECT_ROOT, KappaConfig
 from jobs.common.errors import ConfigError, KappaError
 
@@ -105,10 +106,7 @@ def build_submit(cfg: KappaConfig, args: Sequence[str], *, master: str | None = 
                           "start-job-run, see docs/deploy.md)")
     if deploy_mode not in ("client", "cluster"):
         raise ConfigError(f"--deploy-mode {deploy_mode!r}: choose client or cluster")
-    if "://" in cfg.lake.checkpoint_root.removeprefix("file://"):
-        raise ConfigError(f"lake.checkpoint_root {cfg.lake.checkpoint_root!r}: the streaming job keeps "
-                          "its watermark log, lock and the Kafka source's initial offsets on a local "
-                          "path today; use a persistent local or mounted folder (docs/deploy.md)")
+    statefs.location(cfg.lake.checkpoint_root)   # the job's state: a local path or S3, nothing else
     settings: dict[str, str] = {key: str(value) for key, value in cfg.spark.conf.items()}
     settings["spark.pyspark.python"] = python or sys.executable
     if deploy_mode == "client":

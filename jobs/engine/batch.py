@@ -26,6 +26,7 @@ from jobs.engine.views import ROW_SCHEMA, merge, redis_ops
 from jobs.pipelines.spec import PipelineSpec
 from jobs.streaming.fence_fields import parse_fence, parse_stream_points
 from jobs.streaming.gaps import check_batch_start
+from jobs.streaming.lease import QueryLease
 from jobs.streaming.preflight import watermarks
 from jobs.streaming.redis_script import ApplyOps, FencedApply, RedisViewLost
 
@@ -47,6 +48,8 @@ class PipelineBatches:
                        "skipped_rows": 0}
         self.fence_seen = False
         self.failure: BaseException | None = None
+        self.lease: QueryLease | None = None
+        """The driver's lease (set by the run): checked before every batch applies anything."""
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         """Process one micro-batch; keep what it raised (Spark passes on only its text)."""
@@ -62,6 +65,8 @@ class PipelineBatches:
 
     def _process(self, df: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
+        if self.lease is not None:
+            self.lease.check(batch_id)   # another driver took the query over: apply nothing
         raw = self.client.hgetall(self.fence_key)
         fence, points = parse_fence(raw), parse_stream_points(raw)
         if self.fence_seen and not fence:

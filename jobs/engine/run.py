@@ -15,7 +15,6 @@ from the log, jobs/engine/keyed.py); a run with views must start at or below the
 from __future__ import annotations
 
 import logging
-import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobs.common import statefs
 from jobs.common.config import KappaConfig
 from jobs.common.errors import KappaError
 from jobs.common.kafka.adapter import read_options
@@ -31,9 +31,10 @@ from jobs.engine.batch import PipelineBatches
 from jobs.pipelines.registry import Loaded
 from jobs.pipelines.spec import PipelineSpec
 from jobs.streaming.gaps import check_replay_start
+from jobs.streaming.lease import hold_query
 from jobs.streaming.redis_script import RedisViewLost
 from jobs.streaming.redis_sink import connect
-from jobs.streaming.state import QueryLock, checkpoint_path, effects_gone
+from jobs.streaming.state import checkpoint_path, effects_gone
 from jobs.streaming.waiting import stop_on_signals
 
 logger = logging.getLogger(__name__)
@@ -86,23 +87,24 @@ def run_pipeline(cfg: KappaConfig, pipeline: Loaded, run: PipelineRun,
                                "run `kappa pipelines validate`")
     query, prefix, state_prefix = names(pipeline, run)
     checkpoint = checkpoint_path(cfg.lake.checkpoint_root, query)
-    client = connect(cfg)
-    if run.fresh and run.mode == "replay":
-        shutil.rmtree(checkpoint, ignore_errors=True)
-        if "redis" not in run.sinks:
-            for key in client.scan_iter(match=f"{state_prefix}:*", count=1000):
-                client.delete(key)
     ensure_topics(cfg, spec, run.output_suffix)
-    lock = QueryLock(checkpoint, query)
-    lock.acquire()
+    hint = f"stop it there first (`kappa pipelines stop {spec.name}` on its host)"
+    lease, lock = hold_query(cfg, checkpoint, query, hint)
+    client = connect(cfg)
     started = time.monotonic()
-    batches = PipelineBatches(cfg, spec, str(pipeline.folder), query=query, prefix=state_prefix,
-                              views="redis" in run.sinks, produce="kafka" in run.sinks, client=client,
-                              outputs=(output_topic(spec.outputs.analyzed.topic, run.output_suffix),
-                                       output_topic(spec.outputs.dlq.topic, run.output_suffix)))
     try:
+        if run.fresh and run.mode == "replay":   # only once no other driver of the query runs
+            statefs.delete_tree(checkpoint)
+            if "redis" not in run.sinks:
+                for key in client.scan_iter(match=f"{state_prefix}:*", count=1000):
+                    client.delete(key)
+        batches = PipelineBatches(cfg, spec, str(pipeline.folder), query=query, prefix=state_prefix,
+                                  views="redis" in run.sinks, produce="kafka" in run.sinks, client=client,
+                                  outputs=(output_topic(spec.outputs.analyzed.topic, run.output_suffix),
+                                           output_topic(spec.outputs.dlq.topic, run.output_suffix)))
+        batches.lease = lease
         fence = batches.fence()
-        if "redis" in run.sinks and not (checkpoint / "commits").is_dir():
+        if "redis" in run.sinks and not statefs.listdir(checkpoint / "commits"):
             check_replay_start(_with_source(cfg, spec.source.topic), run.starting, fence)
         if effects_gone(checkpoint, bool(fence)):
             raise RedisViewLost(batches.fence_key, f"the checkpoint of query {query} has committed batches")
@@ -111,6 +113,7 @@ def run_pipeline(cfg: KappaConfig, pipeline: Loaded, run: PipelineRun,
                progress=progress, stop=stop)
     finally:
         lock.release()
+        lease.release()
         client.close()
     return {"pipeline": spec.name, "query": query, "mode": run.mode, "prefix": prefix,
             **batches.report(), "duration_s": round(time.monotonic() - started, 2),

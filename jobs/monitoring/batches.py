@@ -92,10 +92,11 @@ class BatchHistograms:
 
 def pending_metrics(cfg: KappaConfig, queries: list[str]) -> list[Metric]:
     """Per query: whether a batch's Redis effects wait in the pending file, and since when."""
+    from jobs.common import statefs
     from jobs.streaming.state import PendingApplyFile, checkpoint_path
 
     pending = GaugeMetricFamily("kappa_stream_pending_applies", "Batches whose Redis effects wait in "
-                                "the pending apply file (0 or 1; needs the job's checkpoint on this host)",
+                                "the pending apply file (0 or 1), read where lake.checkpoint_root points",
                                 labels=["query"])
     age = GaugeMetricFamily("kappa_stream_pending_apply_age_seconds",
                             "Seconds since the pending apply file was written", labels=["query"])
@@ -103,7 +104,7 @@ def pending_metrics(cfg: KappaConfig, queries: list[str]) -> list[Metric]:
     for query in queries:
         path = PendingApplyFile(checkpoint_path(str(cfg.lake.checkpoint_root), query)).path
         try:
-            written = path.stat().st_mtime
+            written = statefs.modified(path)
         except (FileNotFoundError, NotADirectoryError):
             pending.add_metric([query], 0)
             continue

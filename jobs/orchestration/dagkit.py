@@ -46,6 +46,17 @@ def delta_assets() -> list:
     return [Asset(name=table, uri=asset_uri(table)) for table in DELTA_TABLES]
 
 
+def lifecycle_params() -> dict[str, Any]:
+    """The params of a live job's lifecycle DAG (``streaming_lifecycle``, ``pipeline_<name>_stream``)."""
+    from airflow.sdk import Param
+
+    return {
+        "action": Param("ensure", enum=["ensure", "stop"], description="ensure = start if absent"),
+        "max_batch_age_s": Param(300, type="number", description="unhealthy if the last batch is older"),
+        "max_offsets_behind": Param(1_000_000, type="integer", description="unhealthy above this lag"),
+    }
+
+
 def loads_alias() -> Any:
     """The ``airflow.sdk.AssetAlias`` every load task publishes the Delta tables it changed through."""
     from airflow.sdk import AssetAlias

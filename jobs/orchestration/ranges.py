@@ -174,9 +174,9 @@ def replay_guard(cfg: KappaConfig, rng: OffsetRange, *, hold: bool = True) -> It
     machine: on a multi-host Airflow give the replay tasks a one-slot pool as well
     (docs/runbooks/backfill.md).
     """
-    from jobs.streaming.state import checkpoint_path
+    from jobs.streaming.state import checkpoint_path, lock_file
 
-    path = checkpoint_path(cfg.lake.checkpoint_root, "kappa-replays") / f"{rng.topic}.lock"
+    path = lock_file(checkpoint_path(cfg.lake.checkpoint_root, "kappa-replays") / rng.topic)
     stamp = json.dumps({"pid": os.getpid(), "start": rng.starting()[rng.topic],
                         "end": rng.ending()[rng.topic],
                         "since": datetime.now(UTC).isoformat(timespec="seconds")})

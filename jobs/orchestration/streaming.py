@@ -1,7 +1,8 @@
 """The streaming job's lifecycle as the ``streaming_lifecycle`` DAG drives it.
 
-The job itself holds the guard: ``kappa stream run --mode live`` takes an exclusive lock on
-its checkpoint (``jobs.streaming.state.QueryLock``), so a second copy refuses to start.
+The job itself holds the guard: ``kappa stream run --mode live`` takes the query's lease in Redis
+(``jobs.streaming.lease``, any host) and an exclusive lock on its checkpoint
+(``jobs.streaming.state.QueryLock``, this host), so a second copy refuses to start.
 ``ensure_streaming`` starts that same command detached when no process holds the lock and
 waits until one does; ``streaming_health`` reads the job's own metrics from Redis
 (``<prefix>:metrics:<query>``, docs/streaming.md), counting only batches emitted after the
@@ -20,15 +21,21 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobs.common.errors import KappaError
+
+if TYPE_CHECKING:
+    from jobs.common.statefs import Location
 
 logger = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 180.0
 SETTLE_S = 5.0
+LIVE_COMMAND = ("stream", "run", "--mode", "live")
+"""The ``kappa`` command of the RSVP summaries' live job."""
 
 
 class StreamingUnhealthy(KappaError):
@@ -39,7 +46,7 @@ class StreamingDead(KappaError):
     """No process runs the streaming query: a retry of the health check cannot change that."""
 
 
-def _query(cfg, query: str | None) -> tuple[str, Path]:
+def _query(cfg, query: str | None) -> tuple[str, Location]:
     from jobs.streaming.state import checkpoint_path
 
     name = query or cfg.streaming.query_name
@@ -51,6 +58,15 @@ def running_pid(cfg, query: str | None = None) -> int | None:
     from jobs.streaming.state import lock_holder
 
     return lock_holder(_query(cfg, query)[1])
+
+
+def remote_holder(cfg, query: str | None = None):
+    """The lease holder of the query when it is a driver on another host (None otherwise)."""
+    from jobs.streaming.lease import host_name, lease_holder
+
+    name, checkpoint = _query(cfg, query)
+    holder = lease_holder(cfg, str(checkpoint), name)
+    return holder if holder is not None and holder.host != host_name() else None
 
 
 def service_environment() -> dict[str, str]:
@@ -65,8 +81,12 @@ def service_environment() -> dict[str, str]:
     return {key: value for key, value in os.environ.items() if key != INSTANCE_MARKER}
 
 
-def ensure_streaming(query: str | None = None) -> dict[str, Any]:
-    """Start ``kappa stream run --mode live`` if no process holds the query's lock; idempotent."""
+def ensure_streaming(query: str | None = None, command: Sequence[str] | None = None) -> dict[str, Any]:
+    """Start ``kappa stream run --mode live`` if no process holds the query's lock; idempotent.
+
+    ``command``: the ``kappa`` command that runs ``query`` live instead (e.g. ``pipelines run
+    NAME``, whose query is the pipeline's current view version's).
+    """
     from jobs.common.config import load_config
 
     cfg = load_config()
@@ -75,22 +95,29 @@ def ensure_streaming(query: str | None = None) -> dict[str, Any]:
     if pid:
         logger.info("streaming query=%s already runs pid=%d", name, pid)
         return {"query": name, "pid": pid, "started": False}
-    pid, log = start_live(cfg, name, ["--query", query] if query else [])
+    holder = remote_holder(cfg, name)
+    if holder is not None:   # its lease: a driver on another host (or one that died there)
+        logger.info("streaming query=%s already runs host=%s pid=%d", name, holder.host, holder.pid)
+        return {"query": name, "pid": holder.pid, "host": holder.host, "started": False}
+    args = ["--query", query] if query and command is None else []
+    pid, log = start_live(cfg, name, args, command=LIVE_COMMAND if command is None else command)
     return {"query": name, "pid": pid, "started": True, "log": str(log)}
 
 
-def start_live(cfg, name: str, args: list[str], nice: int = 0) -> tuple[int, Path]:
+def start_live(cfg, name: str, args: list[str], nice: int = 0,
+               command: Sequence[str] = LIVE_COMMAND) -> tuple[int, Path]:
     """Start ``kappa stream run --mode live <args>`` detached; its pid and log once it holds the lock.
 
     The lock is query ``name``'s. Its own session and no Airflow instance marker: the job outlives
     its caller (a DAG task, ``kappa reprocess start``) and ``kappa airflow down``. ``nice``: its
-    CPU priority (``nice -n``, inherited by its JVM and Python workers).
+    CPU priority (``nice -n``, inherited by its JVM and Python workers). ``command``: the ``kappa``
+    command that runs the query live (``args`` follow it). Its log: ``<data_dir>/logs/stream-<name>.log``.
     """
     from jobs.common.config import PROJECT_ROOT
 
     log = Path(cfg.stack.data_dir) / "logs" / f"stream-{name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    kappa = ["jobs.cli", "stream", "run", "--mode", "live", *args]
+    kappa = ["jobs.cli", *command, *args]
     command = [sys.executable, "-m", *kappa]
     if nice and shutil.which("nice"):
         command = ["nice", "-n", str(nice), *command]
@@ -124,7 +151,6 @@ def streaming_health(max_batch_age_s: float, max_offsets_behind: int, query: str
     import redis
 
     from jobs.common.config import load_config
-    from jobs.common.processes import started_at
 
     cfg = load_config()
     name, _ = _query(cfg, query)
@@ -138,20 +164,35 @@ def streaming_health(max_batch_age_s: float, max_offsets_behind: int, query: str
         metrics = client.hgetall(f"{cfg.streaming.redis_prefix}:metrics:{name}")
     finally:
         client.close()
+    return judge_health(name, pid, metrics, int(metrics.get("offsets_behind_latest", 0) or 0),
+                        max_batch_age_s=max_batch_age_s, max_offsets_behind=max_offsets_behind)
+
+
+def judge_health(name: str, pid: int, last_batch: Mapping[Any, Any] | None, behind: int | None, *,
+                 max_batch_age_s: float, max_offsets_behind: int,
+                 runbook: str = "docs/runbooks/streaming-down.md") -> dict[str, Any]:
+    """Judge a running job (``pid``) on its last batch's metrics (``emitted_ms``, ``batch_id``).
+
+    A batch emitted before the job started is an earlier job's and does not count (nor does
+    ``behind`` then): until its first batch, the job's age stands for the batch age. Raises
+    :class:`StreamingUnhealthy` beyond the limits; returns the report otherwise.
+    """
+    from jobs.common.processes import started_at
+
     now = time.time()
     started = started_at(pid) or now
-    emitted_s = int(metrics.get("emitted_ms", 0) or 0) / 1000
-    own = bool(metrics) and emitted_s >= started
-    behind = int(metrics.get("offsets_behind_latest", 0) or 0) if own else 0
+    emitted_s = int((last_batch or {}).get("emitted_ms", 0) or 0) / 1000
+    own = bool(last_batch) and emitted_s >= started
+    behind = (behind or 0) if own else 0
     report = {"query": name, "pid": pid, "job_started_s_ago": round(now - started, 1),
-              "batch_id": metrics.get("batch_id") if own else None,
+              "batch_id": (last_batch or {}).get("batch_id") if own else None,
               "last_batch_age_s": round(now - emitted_s, 1) if own else None,
               "offsets_behind_latest": behind if own else None}
     age = now - (emitted_s if own else started)
     if age > max_batch_age_s or behind > max_offsets_behind:
         what = "" if own else "no batch since the job started; "
         raise StreamingUnhealthy(f"streaming unhealthy: {what}{report} (limits: age {max_batch_age_s}s, "
-                                 f"behind {max_offsets_behind}); see docs/runbooks/streaming-down.md")
+                                 f"behind {max_offsets_behind}); see {runbook}")
     return report
 
 

@@ -240,10 +240,9 @@ def retire(
     as_json: Annotated[bool, JSON_OPTION] = False,
 ) -> None:
     """Delete a non-current view version: its Redis keys, its output topics and its checkpoint."""
-    import shutil
-
     from confluent_kafka.admin import AdminClient
 
+    from jobs.common import statefs
     from jobs.common.config import load_config
     from jobs.common.processes import registered
     from jobs.common.views import RETIRED, record_version
@@ -277,7 +276,7 @@ def retire(
         except Exception:  # a topic that is gone already is what we want
             pass
     checkpoint = checkpoint_path(cfg.lake.checkpoint_root, chosen.query)
-    shutil.rmtree(checkpoint, ignore_errors=True)
+    statefs.delete_tree(checkpoint)
     record_version(cfg, number, RETIRED, scope=scope(item.spec), params=chosen.params)
     result = {"pipeline": name, "version": number, "redis_keys_deleted": len(keys), "topics_deleted": topics}
     typer.echo(json.dumps(result) if as_json else

@@ -20,8 +20,10 @@ from typing import Any
 
 import redis
 
+from jobs.common import statefs
 from jobs.common.config import KappaConfig
 from jobs.common.errors import ConfigError, KappaError
+from jobs.common.statefs import Location
 from jobs.common.views import BUILDING, RETIRED, read_views, record_version, switch_current, version_config
 
 logger = logging.getLogger(__name__)
@@ -222,28 +224,24 @@ def retire(base: KappaConfig, version: int, progress: Progress) -> dict[str, Any
             shutil.rmtree(path)
             removed.append(name)
     checkpoint = checkpoint_path(base.lake.checkpoint_root, cfg.streaming.query_name)
-    for path in _query_files(checkpoint):
-        if path.is_dir():
-            shutil.rmtree(path)
-        else:
-            path.unlink(missing_ok=True)
+    for found in _query_files(checkpoint):
+        statefs.delete_tree(found)   # a checkpoint folder
+        statefs.delete(found)        # a file beside one
     record_version(base, version, RETIRED, retired_ms=int(time.time() * 1000))
     progress(f"retired view version {version}: {deleted_keys} Redis keys, topics {gone}, tables {removed}")
     return {"version": version, "redis_keys_deleted": deleted_keys, "topics_deleted": gone,
             "tables_deleted": removed}
 
 
-def _query_files(checkpoint: Path) -> list[Path]:
+def _query_files(checkpoint: Location) -> list[Location]:
     """A version's live query and its replays: checkpoints, fingerprints and lock files.
 
     Replays of the version are named ``<query>-replay-<digest>`` (jobs/streaming/run_spec.py).
     """
     query, root = checkpoint.name, checkpoint.parent
-    if not root.is_dir():
-        return []
-    return sorted(path for path in root.iterdir()
-                  if path.name in (query, f"{query}.fingerprint.json", f"{query}.lock")
-                  or path.name.startswith(f"{query}-replay-"))
+    return [root / name for name in statefs.listdir(root)
+            if name in (query, f"{query}.fingerprint.json", f"{query}.lock")
+            or name.startswith(f"{query}-replay-")]
 
 
 def _delete_keys(cfg: KappaConfig) -> int:

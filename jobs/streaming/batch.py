@@ -15,7 +15,6 @@ import logging
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -26,10 +25,12 @@ from pyspark.sql import DataFrame
 from jobs.common.config import KappaConfig
 from jobs.common.errors import KappaError
 from jobs.common.kafka.client import producer_config
+from jobs.common.statefs import Location
 from jobs.streaming.aggregates import Windows
 from jobs.streaming.applier import BackgroundApply, BackgroundApplyFailed, BatchEffects, EffectsWriter
 from jobs.streaming.batch_metrics import Lag, Totals, batch_metrics
 from jobs.streaming.gaps import check_batch_start
+from jobs.streaming.lease import QueryLease
 from jobs.streaming.preflight import watermarks
 from jobs.streaming.redis_script import Partition, RedisViewLost
 from jobs.streaming.redis_sink import RedisSummarySink
@@ -68,7 +69,7 @@ def windows_from(cfg: KappaConfig) -> Windows:
 class BatchProcessor:
     """The ``foreachBatch`` function of one query; holds the driver's clients."""
 
-    def __init__(self, cfg: KappaConfig, query: str, sinks: frozenset[str], checkpoint: Path,
+    def __init__(self, cfg: KappaConfig, query: str, sinks: frozenset[str], checkpoint: Location,
                  redis_sink: RedisSummarySink | None) -> None:
         self.cfg, self.query, self.sinks = cfg, query, sinks
         self.stream_log, self.redis = StreamTimeLog(checkpoint), redis_sink
@@ -93,6 +94,8 @@ class BatchProcessor:
         """What the last failed batch raised (Spark passes on only its traceback's text)."""
         self._fence_points: dict[Partition, dict[int, int | None]] | None = None
         """Stream times the Redis fence recorded (read once per start)."""
+        self.lease: QueryLease | None = None
+        """The driver's lease (set by the job): checked before every batch applies anything."""
 
     def _writer(self) -> EffectsWriter:
         assert self.redis is not None
@@ -130,12 +133,16 @@ class BatchProcessor:
         progress(f"pending Redis effects of batch {effects.batch_id} (left by a stop or crash): {outcome}")
 
     def check(self) -> None:
-        """Raise a failed background apply (a live query with no new batch would not notice)."""
+        """Raise a failed background apply or a lost lease (a live query without batches would not notice)."""
         if self.background is not None:
             self.background.check()
+        if self.lease is not None and self.lease.lost is not None:
+            self.lease.check()
 
     def _process(self, df: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
+        if self.lease is not None:
+            self.lease.check(batch_id)   # another driver took the query over: apply nothing
         clock = PhaseClock()
         fence = self._fence_for_batch(batch_id)
         points = merge_points(self._redis_points(), self.stream_log.points())

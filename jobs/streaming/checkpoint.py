@@ -10,23 +10,25 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
+from jobs.common import statefs
 from jobs.common.config import KappaConfig
 from jobs.common.errors import ConfigError
-from jobs.common.kafka.adapter import STATE_FOLDER
+from jobs.common.kafka.adapter import INITIAL_OFFSETS, STATE_FOLDER
 from jobs.common.kafka.client import consumer_config
+from jobs.common.statefs import Location
+from jobs.streaming.lease import lease_holder
 from jobs.streaming.preflight import watermarks
 from jobs.streaming.redis_sink import RedisSummarySink
 from jobs.streaming.state import (
     CheckpointError,
     PendingApplyFile,
+    batch_ids,
     checkpoint_path,
     last_committed,
     last_offsets,
@@ -38,7 +40,7 @@ logger = logging.getLogger(__name__)
 Progress = Callable[[str], None]
 
 
-def _query(cfg: KappaConfig, query: str | None) -> tuple[str, Path]:
+def _query(cfg: KappaConfig, query: str | None) -> tuple[str, Location]:
     name = query or cfg.streaming.query_name
     return name, checkpoint_path(cfg.lake.checkpoint_root, name)
 
@@ -55,7 +57,7 @@ def _partitions(cfg: KappaConfig) -> list[tuple[str, int]]:
         consumer.close()
 
 
-def corrupt(path: Path) -> str | None:
+def corrupt(path: Location) -> str | None:
     """The first unreadable file among the last offset and commit logs of a checkpoint, and why.
 
     Spark's offset log file is ``v1``, a metadata JSON line, then one JSON line of offsets per
@@ -63,13 +65,12 @@ def corrupt(path: Path) -> str | None:
     a copy cut short) stops every start of the query; the remedy is a new checkpoint.
     """
     for folder, least in (("offsets", 3), ("commits", 2)):
-        files = sorted((p for p in (path / folder).glob("*") if p.name.isdigit()),
-                       key=lambda p: int(p.name)) if (path / folder).is_dir() else []
-        if not files:
+        ids = batch_ids(path / folder)
+        if not ids:
             continue
-        last = files[-1]
+        last = path / folder / str(ids[-1])
         try:
-            lines = last.read_text().splitlines()
+            lines = statefs.read(last).decode().splitlines()
             for line in lines[1:]:
                 if line.strip() != "-":
                     json.loads(line)
@@ -88,7 +89,7 @@ def corrupt_remedy(name: str) -> str:
             "<timestamp> --execute`); the old checkpoint is kept beside the new one")
 
 
-def after_failure(query: str, path: Path) -> str:
+def after_failure(query: str, path: Location) -> str:
     """What a failed query leaves behind, and what the next start does with it."""
     broken = corrupt(path)
     if broken:
@@ -123,15 +124,15 @@ def inspect(cfg: KappaConfig, query: str | None = None) -> dict[str, Any]:
     verdict = (f"corrupt: {broken}; {corrupt_remedy(name)}" if broken
                else _verdict(path, planned, partitions))
     pending = PendingApplyFile(path).read()
-    return {"query": name, "checkpoint": str(path), "exists": path.is_dir(),
+    return {"query": name, "checkpoint": str(path), "exists": bool(statefs.listdir(path)),
             "running_pid": lock_holder(path), "last_planned_batch": planned[0] if planned else None,
             "last_committed_batch": None if broken else last_committed(path), "partitions": partitions,
             "pending_apply_batch": pending.get("batch_id") if pending else None,
             "verdict": verdict}
 
 
-def _verdict(path: Path, planned, partitions: list[dict[str, Any]]) -> str:
-    if not path.is_dir() or planned is None:
+def _verdict(path: Location, planned, partitions: list[dict[str, Any]]) -> str:
+    if planned is None:
         return "no checkpoint: a start begins at startingOffsets (earliest)"
     if any(p["lost"] for p in partitions):
         return "offsets lost: rebuild from the sink, reset to a time, or start with --skip-lost"
@@ -159,7 +160,7 @@ def rebuild(cfg: KappaConfig, query: str | None = None, *, execute: bool = True,
             f"the Redis fence of the summaries has no offset for {', '.join(missing)}; rebuild needs "
             "every partition. Reset to a time instead (`kappa stream checkpoint reset --to ...`)")
     start = {t: {str(p): fence[(t, p)] for tt, p in tps if tt == t} for t, _ in tps}
-    return _replace(path, name, start, f"rebuild from the Redis fence {start}",
+    return _replace(cfg, path, name, start, f"rebuild from the Redis fence {start}",
                     execute=execute, progress=progress)
 
 
@@ -180,19 +181,24 @@ def reset(cfg: KappaConfig, query: str | None, timestamp: str, *, execute: bool 
     for tp in found:
         offset = tp.offset if tp.offset >= 0 else marks[(tp.topic, tp.partition)][1]
         start.setdefault(tp.topic, {})[str(tp.partition)] = offset
-    return _replace(path, name, start, f"reset to {moment.isoformat()} = offsets {start}",
+    return _replace(cfg, path, name, start, f"reset to {moment.isoformat()} = offsets {start}",
                     execute=execute, progress=progress)
 
 
-def _replace(path: Path, name: str, start: dict[str, dict[str, int]], what: str, *, execute: bool,
-             progress: Progress) -> dict[str, Any]:
+def _replace(cfg: KappaConfig, path: Location, name: str, start: dict[str, dict[str, int]], what: str, *,
+             execute: bool, progress: Progress) -> dict[str, Any]:
     if lock_holder(path) is not None:
         raise CheckpointError(f"query {name} runs (pid {lock_holder(path)}); stop it first "
                               "(`kappa stream stop`)")
+    holder = lease_holder(cfg, str(path), name)   # a driver on another host
+    if holder is not None:
+        raise CheckpointError(f"query {name} runs ({holder.describe()}, its lease); stop it there first "
+                              "(`kappa stream stop` on its host), or wait until its lease expired")
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     backup = path.with_name(f"{path.name}.replaced-{stamp}")
+    exists = bool(statefs.listdir(path))
     plan = {"query": name, "action": what, "checkpoint": str(path),
-            "old_checkpoint_moved_to": str(backup) if path.exists() else None,
+            "old_checkpoint_moved_to": str(backup) if exists else None,
             "starting_offsets": start, "executed": execute}
     progress(f"plan: {what}; move {path} -> {backup}; new checkpoint starts at {json.dumps(start)}")
     if not execute:
@@ -200,24 +206,20 @@ def _replace(path: Path, name: str, start: dict[str, dict[str, int]], what: str,
         return plan
     carried = _carry_stream_time(path)
     pending = PendingApplyFile(path).read()  # Redis effects not yet applied: the next start applies them
-    if path.exists():
-        shutil.move(str(path), str(backup))
+    if exists:
+        statefs.move_tree(path, backup)
     if pending is not None:
         PendingApplyFile(path).write(pending)
-    initial = path / STATE_FOLDER / "initial-offsets.json"
-    initial.parent.mkdir(parents=True)
-    initial.write_text(json.dumps(start))
+    statefs.write(path / STATE_FOLDER / INITIAL_OFFSETS, json.dumps(start).encode())
     if carried is not None:  # facts about the log, valid for any checkpoint of these topics
-        log = StreamTimeLog(path)
-        log.path.parent.mkdir(parents=True, exist_ok=True)
-        log.path.write_bytes(carried)
+        statefs.write(StreamTimeLog(path).path, carried)
     progress(f"done: the next `kappa stream run --query {name}` starts at {json.dumps(start)}")
     return plan
 
 
-def _carry_stream_time(path: Path) -> bytes | None:
+def _carry_stream_time(path: Location) -> bytes | None:
     try:
-        return StreamTimeLog(path).path.read_bytes()
+        return statefs.read(StreamTimeLog(path).path)
     except FileNotFoundError:
         return None
 

@@ -14,16 +14,18 @@ import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
+from jobs.common import statefs
 from jobs.common.config import KappaConfig
 from jobs.common.errors import KappaError
 from jobs.common.kafka.adapter import read_options
 from jobs.common.spark_backends import choose_backends
+from jobs.common.statefs import Location
 from jobs.streaming.batch import BatchProcessor, windows_from
 from jobs.streaming.checkpoint import after_failure, corrupt, corrupt_remedy
 from jobs.streaming.gaps import check_replay_start
+from jobs.streaming.lease import LeaseLost, QueryLease, hold_query
 from jobs.streaming.preflight import check_retention
 from jobs.streaming.range_check import check_range
 from jobs.streaming.redis_script import RedisViewLost
@@ -31,11 +33,11 @@ from jobs.streaming.redis_sink import RedisSummarySink
 from jobs.streaming.run_spec import KAFKA, REDIS, Report, RunSpec
 from jobs.streaming.state import (
     CheckpointError,
-    QueryLock,
     check_fingerprint,
     checkpoint_path,
     effects_gone,
     fingerprint,
+    fingerprint_file,
     last_offsets,
 )
 from jobs.streaming.waiting import stop_on_signals, wait
@@ -71,6 +73,7 @@ class TransientStartFailure(StreamJobError):
     """Spark could not start a Python worker in time (an overloaded host): worth a restart."""
 
 
+STOP_HINT = "stop it there first (`kappa stream stop` on its host)"
 TRANSIENT_ATTEMPTS = 3
 TRANSIENT_MARKERS = ("Python worker failed to connect back",
                      "Timed out while waiting for the Python worker to connect back")
@@ -87,15 +90,19 @@ def run_stream(cfg: KappaConfig, spec: RunSpec, progress: Callable[[str], None] 
     query = spec.query_name(cfg)
     checkpoint = checkpoint_path(cfg.lake.checkpoint_root, query)
     check_range(cfg, spec.starting, spec.ending, replay=spec.mode == "replay")
-    if spec.fresh and spec.mode == "replay":
-        _wipe(checkpoint)
-    lock = QueryLock(checkpoint, query)
-    lock.acquire()
+    lease, lock = hold_query(cfg, checkpoint, query, STOP_HINT)
+    if spec.fresh and spec.mode == "replay":   # only once no other driver of the query runs
+        try:
+            _wipe(checkpoint)
+        except BaseException:
+            lock.release()
+            lease.release()
+            raise
     status = RunStatus(cfg, query, spec.mode)
     try:
         status.set("running")
         report = _run(cfg, spec, query, checkpoint, progress=progress, stop=stop, status=status,
-                      on_query_end=on_query_end)
+                      on_query_end=on_query_end, lease=lease)
         status.set("finished" if spec.mode == "replay" else "stopped",
                    f"{report.batches} batches, {report.records_read} records read")
         return report
@@ -105,11 +112,12 @@ def run_stream(cfg: KappaConfig, spec: RunSpec, progress: Callable[[str], None] 
     finally:
         status.close()
         lock.release()
+        lease.release()
 
 
 def _run(cfg: KappaConfig, spec: RunSpec, query: str, checkpoint, *, progress: Callable[[str], None],
          stop: threading.Event | None, status: RunStatus,
-         on_query_end: Callable[[], None] | None = None) -> Report:
+         on_query_end: Callable[[], None] | None = None, lease: QueryLease | None = None) -> Report:
     from jobs.common.spark import build_spark
 
     windows = asdict(windows_from(cfg))
@@ -127,6 +135,7 @@ def _run(cfg: KappaConfig, spec: RunSpec, query: str, checkpoint, *, progress: C
         check_targets_kept(checkpoint, query, sink, spec.mode)
     spark = build_spark(cfg, app_name=f"kappa-stream-{query}", extra_conf=job_spark_conf(cfg))
     processor = JobBatchProcessor(cfg, query, spec.sinks, checkpoint, sink)
+    processor.lease = lease
     watch = KafkaWatch(cfg, status, progress)
     started = time.monotonic()
     try:
@@ -156,7 +165,7 @@ def _run(cfg: KappaConfig, spec: RunSpec, query: str, checkpoint, *, progress: C
                   duration_s=round(time.monotonic() - started, 2), checkpoint=str(checkpoint))
 
 
-def check_targets_kept(checkpoint: Path, query: str, sink: RedisSummarySink, mode: str) -> None:
+def check_targets_kept(checkpoint: Location, query: str, sink: RedisSummarySink, mode: str) -> None:
     """Refuse to resume a query whose Redis effects are gone (the fence lost since it ran).
 
     A checkpoint with committed batches says their records were applied; without the fence hash
@@ -268,10 +277,10 @@ def _run_query(spark, cfg: KappaConfig, spec: RunSpec, query: str, checkpoint: s
         if any(marker in text for marker in TRANSIENT_MARKERS):
             raise TransientStartFailure(f"query {query} could not start a Python worker in time "
                                         "(the host is overloaded)")
-        if isinstance(processor.failure, RedisViewLost):   # no retry at the next start: it says why
+        if isinstance(processor.failure, (RedisViewLost, LeaseLost)):   # its own message says why
             raise processor.failure
         raise StreamJobError(f"query {query} failed: {_first_line(error)}; "
-                             f"{after_failure(query, Path(checkpoint))}")
+                             f"{after_failure(query, statefs.location(checkpoint))}")
 
 
 def _first_line(error: Any) -> str:
@@ -282,8 +291,6 @@ def _first_line(error: Any) -> str:
     return text.strip().splitlines()[0][:500] if text.strip() else repr(error)
 
 
-def _wipe(checkpoint) -> None:
-    import shutil
-
-    shutil.rmtree(checkpoint, ignore_errors=True)
-    checkpoint.with_name(checkpoint.name + ".fingerprint.json").unlink(missing_ok=True)
+def _wipe(checkpoint: Location) -> None:
+    statefs.delete_tree(checkpoint)
+    statefs.delete(fingerprint_file(checkpoint))

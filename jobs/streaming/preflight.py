@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
 from jobs.common.config import KappaConfig
 from jobs.common.kafka.client import consumer_config
+from jobs.common.statefs import Location
 from jobs.streaming.state import CheckpointError, last_offsets
 
 logger = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ def record_timestamp(cfg: KappaConfig, topic: str, partition: int, offset: int) 
         consumer.close()
 
 
-def check_retention(cfg: KappaConfig, checkpoint: Path, query: str, *, skip: bool,
+def check_retention(cfg: KappaConfig, checkpoint: Location, query: str, *, skip: bool,
                     progress: Callable[[str], None]) -> list[str]:
     """Report checkpointed offsets Kafka no longer retains; raise unless ``skip``.
 

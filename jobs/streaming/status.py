@@ -1,9 +1,9 @@
 """``kappa stream status``: every query that reported its metrics or state to Redis, and how it is.
 
-A row per query: its state (its lock and its state record, jobs/streaming/watch.py), the last
-batch, rows/s, lag, watermark, where the last batch's time went (docs/streaming.md,
-``platform.metrics``) and a Redis apply left pending by a stop or crash (docs/streaming.md,
-"Applied in the background").
+A row per query: its state (its lease on any host, its local lock and its state record,
+jobs/streaming/watch.py), the last batch, rows/s, lag, watermark, where the last batch's time
+went (docs/streaming.md, ``platform.metrics``) and a Redis apply left pending by a stop or crash
+(docs/streaming.md, "Applied in the background").
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jobs.common.config import KappaConfig
+from jobs.streaming.lease import host_name, lease_holder
 from jobs.streaming.state import PendingApplyFile, checkpoint_path, lock_holder
 from jobs.streaming.summaries import query_metrics, query_states
 
@@ -49,11 +50,14 @@ def status_rows(cfg: KappaConfig, *, finished: bool = True) -> list[dict[str, An
     for query in sorted(by_query.keys() | states.keys()):
         metrics, state = by_query.get(query, {}), states.get(query, {})
         checkpoint = checkpoint_path(cfg.lake.checkpoint_root, query)
-        pid = lock_holder(checkpoint)
+        holder = lease_holder(cfg, str(checkpoint), query)   # on any host
+        local = lock_holder(checkpoint)
+        pid = local if local is not None else (holder.pid if holder is not None else None)
         pending = PendingApplyFile(checkpoint).read()
         emitted = metrics.get("emitted_ms")
         age = (time.time() * 1000 - float(emitted)) / 1000 if emitted else None
         row = {"query": query, "running": pid is not None, "pid": pid,
+               "host": holder.host if holder is not None else None,
                "state": _state(pid, state.get("state")), "mode": state.get("mode"),
                "state_since_ms": _int(state.get("since_ms")), "state_detail": state.get("detail") or None,
                "last_batch": _int(metrics.get("batch_id")),
@@ -115,9 +119,12 @@ def _state_text(row: dict[str, Any]) -> str:
     state = row.get("state") or ("running" if row["running"] else "not running")
     since = row.get("state_since_ms")
     detail = row.get("state_detail")
+    where = f"pid {row['pid']}"
+    if row.get("host") and row["host"] != host_name():   # a driver on another host
+        where = f"host {row['host']}, {where}"
     texts = {
-        "running": f"running (pid {row['pid']})",
-        "waiting": f"running (pid {row['pid']}), WAITING for {detail or 'Kafka'} since {_iso(since)}",
+        "running": f"running ({where})",
+        "waiting": f"running ({where}), WAITING for {detail or 'Kafka'} since {_iso(since)}",
         "finished": f"finished ({row.get('mode') or 'replay'}) at {_iso(since)}"
                     + (f": {detail}" if detail else ""),
         "stopped": f"stopped at {_iso(since)}",

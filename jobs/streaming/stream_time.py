@@ -19,8 +19,10 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
+
+from jobs.common import statefs
+from jobs.common.statefs import Location
 
 logger = logging.getLogger(__name__)
 
@@ -66,13 +68,13 @@ class StreamTimeLog:
 
     NAME = "stream-time.json"
 
-    def __init__(self, checkpoint: Path) -> None:
+    def __init__(self, checkpoint: Location) -> None:
         self.path = checkpoint / "kappa-state" / self.NAME
 
     def points(self) -> dict[Partition, dict[int, int | None]]:
         """Every recorded point (empty when the query has none)."""
         try:
-            data = json.loads(self.path.read_text())
+            data = json.loads(statefs.read(self.path))
         except FileNotFoundError:
             return {}
         return decode_points(data.get("points", {}))

@@ -22,7 +22,7 @@ atexit.register(shutil.rmtree, os.environ["AIRFLOW_HOME"], ignore_errors=True)
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(DAGS)
 os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(PLUGINS_FOLDER)  # the replay DAG's timetable
-HEAVY = ("pyspark", "confluent_kafka", "redis", "deltalake", "great_expectations")
+HEAVY = ("pyspark", "pyarrow", "confluent_kafka", "redis", "deltalake", "great_expectations")
 
 
 @contextmanager

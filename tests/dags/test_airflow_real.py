@@ -5,7 +5,8 @@ headless Chromium logs into the UI and sees the DAGs (screenshot kept in var/art
 unpausing `replay` makes no run and a backfill of it while paused is refused; a REST backfill of
 `replay` with Airflow's defaults over two hours loads Delta rows equal to a direct count of the
 same Kafka range; with `kafka_to_delta` and `batch_gold` unpaused, late data for an earlier date
-recomputes that date's gold tables; `kappa airflow down` leaves no process behind. Every test
+recomputes that date's gold tables; the exporter counts a failed task instance under its DAG and
+reads the scheduler's heartbeat; `kappa airflow down` leaves no process behind. Every test
 creates the topics it reads. Slow: Airflow starts in 20-40 s on two cores.
 """
 
@@ -182,6 +183,52 @@ def test_default_database_is_the_instances_own_postgresql(airflow):
     assert not airflow["database"].endswith(":5432/airflow")
     rows = {row["name"]: row for row in airflow["components"]}
     assert rows["postgres"]["pid"] and rows["postgres"]["health"] == "healthy", rows
+
+
+def _scrape(cfg) -> dict | None:
+    """One scrape of a new exporter; None when Airflow did not answer it in time (a loaded machine)."""
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+    from prometheus_client.registry import CollectorRegistry
+
+    from jobs.monitoring.exporter import KappaCollector
+
+    registry = CollectorRegistry()
+    collector = KappaCollector(cfg)
+    registry.register(collector)
+    try:
+        got = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(generate_latest(registry).decode())
+               for s in family.samples}
+    finally:
+        collector.close()
+    return got if got.get(("kappa_exporter_source_up", (("source", "airflow"),))) == 1 else None
+
+
+def test_the_exporter_counts_failed_task_instances_and_the_scheduler_heartbeat(airflow, api, module_cfg):
+    """A `backfill` run whose starting offsets lie after its ending ones fails its only task at
+    once, without retries (jobs/orchestration/tasks.py): one failed task instance, which the
+    exporter counts under its DAG, beside the scheduler's health and heartbeat."""
+    af.wait_for("the backfill DAG parsed", lambda: api.get("/api/v2/dags/backfill").status_code == 200, 300)
+    assert api.patch("/api/v2/dags/backfill", json={"is_paused": False}).status_code == 200
+    try:
+        created = api.post("/api/v2/dags/backfill/dagRuns", json={
+            "logical_date": None, "conf": {"starting_offsets": '{"0": 5, "1": 0, "2": 0}',
+                                           "ending_offsets": '{"0": 1, "1": 0, "2": 0}'}})
+        assert created.status_code in (200, 201), created.text
+        run = af.finished(api, "backfill", created.json()["dag_run_id"], timeout_s=600)
+    finally:
+        api.patch("/api/v2/dags/backfill", json={"is_paused": True})
+    assert run["state"] == "failed", run
+    cfg = module_cfg.model_copy(update={"monitoring": module_cfg.monitoring.model_copy(
+        update={"airflow_url": airflow["url"]}), "airflow": module_cfg.airflow.model_copy(
+        update={"home": Path(airflow["home"])})})
+    got = af.wait_for("the exporter read Airflow", lambda: _scrape(cfg), timeout_s=120, poll_s=5)
+    scraped_at = time.time()
+    assert got[("kappa_airflow_failed_task_instances", (("dag_id", "backfill"),))] == 1
+    assert got[("kappa_airflow_scheduler_up", ())] == 1
+    beat = got[("kappa_airflow_scheduler_heartbeat_timestamp_seconds", ())]
+    assert scraped_at - 120 < beat <= scraped_at + 5, (beat, scraped_at)
 
 
 def test_rest_backfill_of_replay_with_airflows_defaults_loads_exactly_the_kafka_range(api, module_cfg,

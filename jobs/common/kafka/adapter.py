@@ -11,9 +11,9 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from jobs.common import statefs
 from jobs.common.config import KappaConfig
 from jobs.common.errors import KafkaSourceError
 from jobs.common.kafka.source import FORMAT
@@ -29,6 +29,7 @@ JVM_FORMAT = "kafka"
 PYTHON_ONLY = {"commitoffsetstogroup", "datalosslogdir", "initialoffsetsfile", "flushtimeoutms",
                "emitranges"}
 STATE_FOLDER = "kafka-py"
+INITIAL_OFFSETS = "initial-offsets.json"
 Bound = str | Mapping[str, Mapping[int | str, int]] | datetime
 _JAAS = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
@@ -55,7 +56,8 @@ def read_kafka(spark: SparkSession, cfg: KappaConfig, *, topics: str | Sequence[
         stream: ``readStream`` instead of ``read``.
         options: more source options (maxOffsetsPerTrigger, failOnDataLoss, includeHeaders, ...).
         checkpoint: the streaming query's checkpoint; the Python source keeps its resolved
-            initial offsets and data-loss ledger in ``<checkpoint>/kafka-py/`` (local paths).
+            initial offsets and data-loss ledger in ``<checkpoint>/kafka-py/`` (a local path or
+            S3, jobs/common/statefs.py).
     """
     fmt, opts = read_options(cfg, topics=topics, pattern=pattern, starting=starting, ending=ending,
                              stream=stream, options=options, checkpoint=checkpoint)
@@ -72,9 +74,9 @@ def read_options(cfg: KappaConfig, *, topics: str | Sequence[str] | None = None,
     opts = {**_strategy(topics, pattern), **_bound("starting", starting)}
     if ending is not None:
         opts |= _bound("ending", ending)
-    if stream and checkpoint and _is_local(checkpoint):
-        state = Path(checkpoint.removeprefix("file://")) / STATE_FOLDER
-        opts |= {"initialOffsetsFile": str(state / "initial-offsets.json"),
+    if stream and checkpoint:
+        state = statefs.location(checkpoint) / STATE_FOLDER
+        opts |= {"initialOffsetsFile": str(state / INITIAL_OFFSETS),
                  "dataLossLogDir": str(state / "data-loss")}
     opts |= {key: str(value) for key, value in (options or {}).items()}
     return _route(cfg, opts)
@@ -150,10 +152,6 @@ def _bound(side: str, value: Bound) -> dict[str, str]:
         return {f"{side}Offsets": json.dumps(data)}
     raise KafkaSourceError(f"read_kafka {side}={value!r}: expected 'earliest', 'latest', "
                            "{topic: {partition: offset}} or an aware datetime")
-
-
-def _is_local(path: str) -> bool:
-    return "://" not in path or path.startswith("file://")
 
 
 def _java_client_props(props: dict[str, str]) -> dict[str, str]:

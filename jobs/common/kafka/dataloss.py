@@ -3,20 +3,20 @@
 With ``failOnDataLoss=true`` (the default) the read fails with a message naming the
 topic-partition, the requested offset and the earliest available one. With ``false`` it skips
 ahead, logs a WARNING and, when ``dataLossLogDir`` is set, records the event in a *ledger*: one
-small JSON file per (topic, partition, requested offset), written atomically. Replaying the same
-batch rewrites the same file, so :func:`skipped_records` counts every lost record once.
+small JSON file per (topic, partition, requested offset), written atomically (a local folder or
+S3, jobs/common/statefs.py). Replaying the same batch rewrites the same file, so
+:func:`skipped_records` counts every lost record once.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from jobs.common import statefs
 from jobs.common.errors import KafkaSourceError
 
 logger = logging.getLogger(__name__)
@@ -76,17 +76,17 @@ def report(losses: list[DataLoss], *, fail: bool, ledger_dir: str | None) -> Non
                        "skipped=%s: %s. %s", loss.kind, loss.topic, loss.partition, loss.requested,
                        loss.earliest, loss.skipped, loss.describe(), SKIP_HINT)
         if ledger_dir:
-            _record(Path(ledger_dir), loss)
+            _record(statefs.location(ledger_dir), loss)
 
 
 def read_ledger(ledger_dir: str | Path) -> list[DataLoss]:
     """Every data-loss event recorded in ``ledger_dir`` (empty if there is none)."""
-    folder = Path(ledger_dir)
-    if not folder.is_dir():
-        return []
+    folder = statefs.location(ledger_dir)
     events = []
-    for path in sorted(folder.glob("*.json")):
-        data = json.loads(path.read_text())
+    for name in statefs.listdir(folder):
+        if name.startswith(".") or not name.endswith(".json"):
+            continue
+        data = json.loads(statefs.read(folder / name))
         data.pop("detected_at", None)
         events.append(DataLoss(**data))
     return events
@@ -97,11 +97,7 @@ def skipped_records(ledger_dir: str | Path) -> int:
     return sum(event.skipped or 0 for event in read_ledger(ledger_dir))
 
 
-def _record(folder: Path, loss: DataLoss) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
+def _record(folder: statefs.Location, loss: DataLoss) -> None:
     target = folder / f"{loss.kind}.{loss.topic}.{loss.partition}.{loss.requested}.json"
     payload = asdict(loss) | {"detected_at": datetime.now(UTC).isoformat()}
-    handle, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
-    with os.fdopen(handle, "w") as out:
-        json.dump(payload, out)
-    os.replace(tmp, target)
+    statefs.write(target, json.dumps(payload).encode())

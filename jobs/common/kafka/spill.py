@@ -26,6 +26,10 @@ of the partition again (the third micro-batch of the benchmark's replay took 1.7
 Kafka returned at that offset, so the effect on a read is only what it fetches, never what it
 yields (the offsets of a partition never change meaning, except when a topic is deleted and
 re-created: the short TTL bounds that window; docs/kafka-source.md).
+
+The folder is a local cache of one executor, not job state: nothing resumes from it, and a lost
+folder only makes the next reads fetch their records from Kafka again, so it stays on local disk
+rather than beside the checkpoint (jobs/common/statefs.py).
 """
 
 from __future__ import annotations

@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -24,6 +21,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from jobs.common import statefs
 from jobs.common.kafka import dataloss
 from jobs.common.kafka.client import OffsetReader
 from jobs.common.kafka.consumer import read_range
@@ -70,16 +68,22 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._offsets
 
     def initialOffset(self) -> dict:
-        """Where a new query starts: startingOffsets/Timestamp resolved now (or from the file)."""
-        path = self._options.initial_offsets_file
-        if path and Path(path).is_file():
-            saved = json.loads(Path(path).read_text())
+        """Where a new query starts: startingOffsets/Timestamp resolved now (or from the file).
+
+        The file (``initialOffsetsFile``, a local path or an S3 URI) is created only if absent:
+        the first resolution wins, so a query restarted before its first commit, on this host or
+        another, starts where it first meant to.
+        """
+        name = self._options.initial_offsets_file
+        path = statefs.location(name) if name else None
+        saved = _read_json(path) if path is not None else None
+        if saved is not None:
             logger.info("kafka initial offsets from %s offsets=%s", path, saved)
             return saved
         tps = self.offsets.topic_partitions()
         start = to_json(self.offsets.resolve(self._options.starting, tps, starting=True))
-        if path:
-            _write_atomically(Path(path), start)
+        if path is not None and not statefs.create(path, json.dumps(start).encode()):
+            start = json.loads(statefs.read(path))   # another driver resolved it first
         logger.info("kafka initial offsets source=%s starting=%s offsets=%s",
                     self._options.describe(), self._options.starting.kind, start)
         return start
@@ -176,9 +180,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {tp: max(current.get(tp, earliest.get(tp, 0)), earliest.get(tp, 0)) for tp in latest}
 
 
-def _write_atomically(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    with os.fdopen(handle, "w") as out:
-        json.dump(data, out)
-    os.replace(tmp, path)
+def _read_json(path: statefs.Location) -> dict | None:
+    try:
+        return json.loads(statefs.read(path))
+    except FileNotFoundError:
+        return None

@@ -4,6 +4,11 @@ Generated transactions go through the collector (`kappa collect --pipeline`); th
 batches with two kill -9s, one replay, and a bounded replay starting in the middle
 of the log (its state before the range folded from the log) give the same decisions; the live
 run and the replay the same value under every Redis key; all of them what the labels say.
+
+The live driver moves between hosts: "host A" and "host B" have their own working folder,
+``var/``, lake, temp folders and ``KAPPA_HOSTNAME`` and share only ``lake.checkpoint_root`` and
+the stack. A second driver started on B while A runs is refused naming A; A is killed -9 and B
+continues once A's lease expired; B is killed -9 and restarted on B at once (its own dead driver).
 """
 
 from __future__ import annotations
@@ -22,10 +27,14 @@ from confluent_kafka import Consumer, TopicPartition
 from jobs.engine.reads import read_view, snapshot
 from jobs.engine.run import PipelineRun, ensure_topics, output_topic, run_pipeline
 from jobs.pipelines.registry import load
+from jobs.streaming.lease import lease_key
+from jobs.streaming.state import checkpoint_path
 from pipelines.cards.generator import generate
 from tests.conftest import KAPPA, REPO
 from tests.integration.pipelines.cards_support import copy_cards, expected, family
 from tests.integration.streaming.expected import read_topic
+from tests.integration.streaming.test_kill_restart import _kill_group
+from tests.integration.streaming.test_two_hosts import LEASE_TTL_S, _host_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ITEMS = 3000
@@ -63,8 +72,8 @@ def _highs(props: dict[str, str], topic: str) -> dict[int, int]:
         consumer.close()
 
 
-def test_cards_live_with_kills_replay_and_mid_log_replay_agree(stack, spark, tmp_path, kafka_props,
-                                                               kappa_env) -> None:
+def test_cards_live_on_two_hosts_with_kills_replay_and_mid_log_replay_agree(
+        stack, spark, tmp_path, kafka_props, kappa_env) -> None:
     folder, name = copy_cards(tmp_path)
     pipeline = load(folder)
     assert not pipeline.problems, pipeline.problems
@@ -84,19 +93,43 @@ def test_cards_live_with_kills_replay_and_mid_log_replay_agree(stack, spark, tmp
     highs = _highs(kafka_props, spec.source.topic)
     assert sum(highs.values()) == ITEMS - rejected_at_the_door
 
-    # A: live, 150 records per batch, killed with SIGKILL twice and restarted
+    # A: live, 150 records per batch, on host A then host B, killed with SIGKILL twice
     client = redis.Redis(**stack.redis.client_kwargs())
     command = [*KAPPA, "pipelines", "run", name, "--mode", "live", "--max-offsets-per-trigger", "150"]
-    log = tmp_path / "live.log"
+    host_a, host_b = tmp_path / "host-a", tmp_path / "host-b"
+    hosts = {"a": (host_a, _host_env(env, "host-a", host_a)), "b": (host_b, _host_env(env, "host-b", host_b))}
     total = sum(highs.values())
-    for kill_at in (total // 3, 2 * total // 3, None):
+    query = spec.streaming.query_name
+    lease = lease_key(checkpoint_path(stack.lake.checkpoint_root, query), query)
+    for host, kill_at in (("a", total // 3), ("b", 2 * total // 3), ("b", None)):
+        folder, host_env = hosts[host]
+        log = folder / "live.log"
         with log.open("a") as out:
-            proc = subprocess.Popen(command, env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
+            proc = subprocess.Popen(command, env=host_env, cwd=folder, stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
         try:
+            if host == "a":   # a second driver of the query on host B is refused, naming A
+                _wait_applied(client, name, spec.source.topic, 1, proc, log)
+                second = subprocess.run(command, env=hosts["b"][1], cwd=host_b, capture_output=True,
+                                        text=True, timeout=300, check=False)
+                said = second.stdout + second.stderr
+                assert second.returncode == 3, said
+                assert f"already runs (host host-a, pid {proc.pid}, since " in said, said
+                assert f"kappa pipelines stop {name}" in said and "Traceback" not in said, said
             _wait_applied(client, name, spec.source.topic, kill_at or total, proc, log)
         finally:
-            proc.send_signal(signal.SIGKILL if kill_at else signal.SIGTERM)
-            assert proc.wait(90) in ((-signal.SIGKILL,) if kill_at else (0,)), log.read_text()[-3000:]
+            if kill_at:
+                _kill_group(proc)
+            else:
+                proc.send_signal(signal.SIGTERM)
+                assert proc.wait(90) == 0, log.read_text()[-3000:]
+        if host == "a":   # host A's lease, renewed by nobody, expires before B can take the query
+            assert _applied(client, name, spec.source.topic) < total, "host A finished before it was killed"
+            deadline = time.monotonic() + LEASE_TTL_S + 10
+            while client.exists(lease):
+                assert time.monotonic() < deadline, "host A's lease did not expire"
+                time.sleep(0.2)
+    assert not list(host_b.glob("**/checkpoints")), "host B wrote a checkpoint of its own"
 
     # B: one replay into another prefix; C: Kafka-only replay of the second half of each partition
     run_pipeline(stack, pipeline, PipelineRun(mode="replay", ending="latest", fresh=True, prefix=f"{name}b",
