@@ -5,7 +5,8 @@ never a listing of the folder) and read those Parquet files on the executors
 (jobs/loader/merge.py ``read_files``), so a run never sees a partial load and the version it
 read is known. Writes replace the run's date partitions in one delta-rs transaction (``mode=
 "overwrite"`` with a predicate on the date column): readers see the old partitions or the new
-ones, never both or none, and a re-run replaces them again with the same rows.
+ones, never both or none, and a re-run replaces them again with the same rows. Every function
+takes the lake's ``storage`` options (jobs/common/delta.py ``storage_options``: an S3 lake).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError
 
-from jobs.common.delta import DeltaConflictError, DeltaError
+from jobs.common.delta import DeltaConflictError, DeltaError, Storage, open_delta
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -32,16 +33,12 @@ logger = logging.getLogger(__name__)
 READ_CHUNK_ROWS = 200_000
 
 
-def snapshot_at(uri: str, version: int | None) -> DeltaTable | None:
+def snapshot_at(uri: str, version: int | None, storage: Storage | None = None) -> DeltaTable | None:
     """The table at ``version`` (None: the latest); None when no table exists there yet."""
-    from deltalake.exceptions import TableNotFoundError
-
-    try:
-        return DeltaTable(uri, version=version)
-    except TableNotFoundError:
-        if version is not None:
-            raise DeltaError(f"{uri} has no table, so it has no version {version}") from None
-        return None
+    snapshot = open_delta(uri, storage, version)
+    if snapshot is None and version is not None:
+        raise DeltaError(f"{uri} has no table, so it has no version {version}")
+    return snapshot
 
 
 def partition_files(snapshot: DeltaTable, column: str | None, dates: Sequence[date]) -> list[dict]:
@@ -64,16 +61,17 @@ def partition_files(snapshot: DeltaTable, column: str | None, dates: Sequence[da
     return [item | {"records": records.get(item["path"], 0)} for item in files]
 
 
-def existing_files(uri: str, column: str, dates: Sequence[date]) -> tuple[int | None, int]:
+def existing_files(uri: str, column: str, dates: Sequence[date],
+                   storage: Storage | None = None) -> tuple[int | None, int]:
     """The table's latest version (None: no table yet) and its live files in the ``dates`` partitions."""
-    snapshot = snapshot_at(uri, None)
+    snapshot = snapshot_at(uri, None, storage)
     if snapshot is None:
         return None, 0
     return snapshot.version(), len(partition_files(snapshot, column, dates))
 
 
 def read_source(spark: SparkSession, uri: str, snapshot: DeltaTable | None, source: Source,
-                dates: Sequence[date]) -> tuple[DataFrame, int]:
+                dates: Sequence[date], *, storage: Storage | None = None) -> tuple[DataFrame, int]:
     """The source's rows of ``dates`` at the pinned snapshot, and how many rows that is."""
     from pyspark.sql.types import StructType
 
@@ -87,7 +85,7 @@ def read_source(spark: SparkSession, uri: str, snapshot: DeltaTable | None, sour
     files = partition_files(snapshot, source.date_column, dates)
     if not files:
         return spark.createDataFrame([], schema=schema), 0
-    plan = TaskPlan(source.table, uri, "", (), (), "fail", "", READ_CHUNK_ROWS)
+    plan = TaskPlan(source.table, uri, "", (), (), "fail", "", READ_CHUNK_ROWS, storage=dict(storage or {}))
     frame = read_files(spark.range(0), files, plan, schema)   # any frame of the session will do
     return frame, sum(item["records"] for item in files)
 
@@ -105,7 +103,7 @@ def date_predicate(column: str, dates: Sequence[date]) -> str:
 
 
 def replace_partitions(uri: str, data: pa.Table, *, column: str, dates: Sequence[date],
-                       metadata: Mapping[str, str]) -> int:
+                       metadata: Mapping[str, str], storage: Storage | None = None) -> int:
     """Replace the ``dates`` partitions of the table with ``data`` in one commit; the new version.
 
     Rows outside ``dates`` are an error (they would survive in no partition the predicate
@@ -122,12 +120,13 @@ def replace_partitions(uri: str, data: pa.Table, *, column: str, dates: Sequence
     properties = CommitProperties(custom_metadata=dict(metadata), max_commit_retries=0)
     try:
         write_deltalake(uri, _plain(data), mode="overwrite", predicate=date_predicate(column, dates),
-                        partition_by=[column], schema_mode="merge", commit_properties=properties)
+                        partition_by=[column], schema_mode="merge", commit_properties=properties,
+                        storage_options=dict(storage or {}))
     except CommitFailedError as exc:
         raise DeltaConflictError(
             f"replace of {len(days)} partitions of {uri} failed because another writer committed "
             f"first ({exc}); nothing of this write landed: re-run") from exc
-    version = DeltaTable(uri).version()
+    version = DeltaTable(uri, storage_options=dict(storage or {})).version()
     logger.info("batch replace uri=%s dates=%d rows=%d version=%d", uri, len(days), data.num_rows, version)
     return version
 
@@ -139,7 +138,7 @@ def _plain(data: pa.Table) -> pa.Table:
     return data.cast(pa.schema(fields))
 
 
-def changed_partitions(uri: str, version: int, column: str) -> list[str]:
+def changed_partitions(uri: str, version: int, column: str, storage: Storage | None = None) -> list[str]:
     """The values of ``column`` whose files commit ``version`` added or removed (sorted).
 
     Read from the two snapshots' add actions (the live file lists before and after the commit),
@@ -148,7 +147,8 @@ def changed_partitions(uri: str, version: int, column: str) -> list[str]:
     def files(at: int) -> dict[str, str | None]:
         if at < 0:
             return {}
-        actions = pa.table(DeltaTable(uri, version=at).get_add_actions(flatten=False)).to_pylist()
+        snapshot = DeltaTable(uri, version=at, storage_options=dict(storage or {}))
+        actions = pa.table(snapshot.get_add_actions(flatten=False)).to_pylist()
         return {item["path"]: _text((item.get("partition") or {}).get(column)) for item in actions}
 
     before, after = files(version - 1), files(version)

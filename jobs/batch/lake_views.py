@@ -49,15 +49,16 @@ def lake_views(spark: SparkSession, cfg: KappaConfig, dates: list[date] | None, 
     from jobs.batch import views
     from jobs.batch.jobs import BRONZE, DLQ, DLQ_POSITIONS, SILVER, Source
     from jobs.batch.lake import read_source, snapshot_at
-    from jobs.common.delta import table_uri
+    from jobs.common.delta import storage_options, table_uri
 
     frames = {}
     for source in (Source(SILVER, RSVP_COLUMNS, None), Source(BRONZE, DELIVERED_COLUMNS, None),
                    Source(DLQ, DLQ_POSITIONS, None)):
         uri = table_uri(cfg.lake.root, source.table)
-        snapshot = snapshot_at(uri, None)
+        snapshot = snapshot_at(uri, None, storage_options(cfg.lake))
         report.source_versions[source.table] = None if snapshot is None else snapshot.version()
-        frames[source.table], count = read_source(spark, uri, snapshot, source, [])
+        frames[source.table], count = read_source(spark, uri, snapshot, source, [],
+                                                  storage=storage_options(cfg.lake))
         progress(f"reconcile: {source.table} at version {report.source_versions[source.table]}: {count} rows")
     streaming = cfg.streaming
     rows = views.deliveries(frames[BRONZE], frames[DLQ], frames[SILVER], streaming.watermark_s * 1000).cache()

@@ -216,13 +216,15 @@ def _record(cfg: KappaConfig, report: ReconcileReport) -> None:
     """Append the differences to ops.reconciliation and publish the run's metric."""
     import pyarrow as pa
 
-    from jobs.common.delta import open_delta, table_uri, write_delta
+    from jobs.common.delta import open_delta, storage_options, table_uri, write_delta
 
     now = datetime.now(UTC)
     if report.differences:
         rows = [{"run_id": report.run_id, "checked_at": now, **asdict(item)} for item in report.differences]
         uri = table_uri(cfg.lake.root, RECONCILIATION_TABLE)
-        write_delta(uri, pa.Table.from_pylist(rows), snapshot=open_delta(uri), exclusive_create=False)
+        storage = storage_options(cfg.lake)
+        write_delta(uri, pa.Table.from_pylist(rows), snapshot=open_delta(uri, storage),
+                    exclusive_create=False, storage=storage)
     metric = {"schema_version": 1, "kind": "reconciliation", "run_id": report.run_id, "dates": report.dates,
               "checked": report.checked, "differences": len(report.differences), "drifts": len(report.drifts),
               "source_versions": report.source_versions, "emitted_ms": int(time.time() * 1000)}

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from jobs.batch.jobs import BatchJob, job
 from jobs.common.config import KappaConfig
-from jobs.common.delta import table_uri
+from jobs.common.delta import storage_options, table_uri
 from jobs.common.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -103,12 +103,12 @@ def run_job(spark: SparkSession, cfg: KappaConfig, name: str | BatchJob, dates: 
         raise ConfigError(f"{name}: no dates to recompute")
     began = time.monotonic()
     report = JobReport(name, spec.table, [day.isoformat() for day in days], run_id=uuid.uuid4().hex[:12])
-    frames = {}
+    frames, storage = {}, storage_options(cfg.lake)
     for source in spec.sources:
         uri = table_uri(cfg.lake.root, source.table)
-        snapshot = snapshot_at(uri, (versions or {}).get(source.table))
+        snapshot = snapshot_at(uri, (versions or {}).get(source.table), storage)
         report.source_versions[source.table] = None if snapshot is None else snapshot.version()
-        frames[source.table], rows = read_source(spark, uri, snapshot, source, days)
+        frames[source.table], rows = read_source(spark, uri, snapshot, source, days, storage=storage)
         report.rows_read += rows
         progress(f"{name}: {source.table} at version {report.source_versions[source.table]}: "
                  f"{rows} rows")
@@ -116,7 +116,7 @@ def run_job(spark: SparkSession, cfg: KappaConfig, name: str | BatchJob, dates: 
     rows_out = spec.build(frames).toArrow()
     uri = table_uri(cfg.lake.root, spec.table)
     if rows_out.num_rows == 0:
-        version, held = existing_files(uri, spec.date_column, days)
+        version, held = existing_files(uri, spec.date_column, days, storage)
         if not held:
             report.target_version, report.duration_s = version, time.monotonic() - began
             progress(f"{name}: no rows for {len(days)} date(s) and none in {spec.table} to remove: "
@@ -126,7 +126,7 @@ def run_job(spark: SparkSession, cfg: KappaConfig, name: str | BatchJob, dates: 
                 "kappa.batch.dates": json.dumps(report.dates),
                 "kappa.batch.source_versions": json.dumps(report.source_versions, sort_keys=True)}
     report.target_version = replace_partitions(uri, rows_out, column=spec.date_column, dates=days,
-                                               metadata=metadata)
+                                               metadata=metadata, storage=storage)
     report.rows_written, report.partitions_replaced = rows_out.num_rows, len(days)
     report.duration_s = time.monotonic() - began
     progress(f"{name}: replaced {len(days)} partition(s) of {spec.table} with {rows_out.num_rows} rows "

@@ -72,7 +72,7 @@ def load_extras(results: Iterable[Mapping[str, Any]], cfg: Any = None) -> dict[s
     """
     from jobs.batch.lake import changed_partitions
     from jobs.common.config import load_config
-    from jobs.common.delta import table_uri
+    from jobs.common.delta import storage_options, table_uri
     from jobs.loader.tables import SPECS
 
     cfg = cfg or load_config()
@@ -85,7 +85,8 @@ def load_extras(results: Iterable[Mapping[str, Any]], cfg: Any = None) -> dict[s
             continue
         extra["versions"].append(version)
         if column:
-            changed = changed_partitions(table_uri(cfg.lake.root, table), version, column)
+            changed = changed_partitions(table_uri(cfg.lake.root, table), version, column,
+                                         storage_options(cfg.lake))
             extra["dates"] = sorted(set(extra["dates"]) | set(changed))
     return extras
 

@@ -174,11 +174,35 @@ class SparkConfig(Section):
         return value
 
 
+class LakeS3Config(Section):
+    """How delta-rs and the executors reach an ``s3://`` lake.
+
+    Credentials come from the standard AWS chain (environment, profile, instance or task role),
+    never from this file.
+    """
+
+    endpoint_url: str | None = Field(default=None, pattern=r"^https?://\S+$")  # None: AWS S3 itself
+    region: str | None = None  # None: AWS_REGION / AWS_DEFAULT_REGION / the instance's region
+    allow_http: bool = False  # plain HTTP to endpoint_url (a loopback S3 API server, never AWS)
+
+    @model_validator(mode="after")
+    def _http_consistent(self) -> LakeS3Config:
+        plain = (self.endpoint_url or "").startswith("http://")
+        if plain and not self.allow_http:
+            raise ValueError(f"endpoint_url {self.endpoint_url} is plain HTTP but allow_http is false; "
+                             "set lake.s3.allow_http=true (a local S3 API server) or use https://")
+        if self.allow_http and not plain:
+            raise ValueError("allow_http is true but endpoint_url is not an http:// URL; plain HTTP is "
+                             "only for a local S3 API server named by lake.s3.endpoint_url")
+        return self
+
+
 class LakeConfig(Section):
     """Where Delta tables and streaming checkpoints live (paths or URIs)."""
 
     root: str = "var/lake"
     checkpoint_root: str = "var/checkpoints"
+    s3: LakeS3Config = LakeS3Config()
 
 
 class TopicSpec(Section):

@@ -11,6 +11,11 @@ log entry as the data. Where delta-spark's jars are on the classpath
 Concurrency is optimistic: a write is based on the snapshot the caller loaded; two writers that
 record the same app id conflict in Delta's commit protocol and the later one fails with
 :class:`DeltaConflictError` instead of committing the same range twice.
+
+Tables live on a local path or on S3 (``s3://bucket/prefix``): every function here takes the
+lake's ``storage`` options (:func:`storage_options`, from ``lake.s3``). On S3 a commit is a
+conditional put of the next log entry (``If-None-Match: *``), so two writers of one version
+cannot both succeed without a locking provider (docs/deploy.md "The lake on S3").
 """
 
 from __future__ import annotations
@@ -31,9 +36,13 @@ from jobs.common.errors import KappaError
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from jobs.common.config_models import LakeConfig
+
 logger = logging.getLogger(__name__)
 
 WriteMode = Literal["append", "merge"]
+Storage = Mapping[str, str]
+S3_SCHEMES = ("s3://", "s3a://")
 
 
 class DeltaError(KappaError):
@@ -77,6 +86,64 @@ class Commit:
                                 max_commit_retries=retries)
 
 
+def storage_options(lake: LakeConfig) -> dict[str, str]:
+    """delta-rs storage options of the lake's tables (none for a local lake).
+
+    On S3: commits by conditional put (``conditional_put=etag``, no locking provider), plus the
+    endpoint, region and plain-HTTP switch of ``lake.s3``. Credentials are never among them:
+    delta-rs and pyarrow read them from the AWS environment, profile or instance role.
+    """
+    if not on_s3(lake.root):
+        return {}
+    options = {"conditional_put": "etag"}
+    if lake.s3.endpoint_url:
+        options["aws_endpoint_url"] = lake.s3.endpoint_url
+    if lake.s3.region:
+        options["aws_region"] = lake.s3.region
+    if lake.s3.allow_http:
+        options["aws_allow_http"] = "true"
+    return options
+
+
+def on_s3(uri: str) -> bool:
+    """Whether ``uri`` names an S3 location."""
+    return uri.startswith(S3_SCHEMES)
+
+
+def filesystem(uri: str, storage: Storage | None = None) -> tuple[Any, str]:
+    """The pyarrow filesystem of a table URI and the table's root path in it.
+
+    Executors read and write data files through it (jobs/loader/files.py, merge.py); on S3 it
+    uses ``storage``'s endpoint and region and the AWS credential chain, as delta-rs does.
+    """
+    import pyarrow.fs as pafs
+
+    if not on_s3(uri):
+        return pafs.FileSystem.from_uri(uri if "://" in uri else f"file://{uri}")
+    options = storage or {}
+    endpoint = options.get("aws_endpoint_url")
+    scheme = "http" if endpoint and endpoint.startswith("http://") else "https"
+    s3 = pafs.S3FileSystem(endpoint_override=endpoint.split("://", 1)[1].rstrip("/") if endpoint else None,
+                           scheme=scheme, region=options.get("aws_region"))
+    return s3, uri.split("://", 1)[1].rstrip("/")
+
+
+def table_names_under(root: str, storage: Storage | None = None) -> list[str]:
+    """The ``schema.table`` names of the Delta tables under the lake root (sorted)."""
+    import pyarrow.fs as pafs
+
+    fs, base = filesystem(root, storage)
+    names = []
+    for schema in fs.get_file_info(pafs.FileSelector(base, allow_not_found=True)):
+        if schema.type != pafs.FileType.Directory:
+            continue
+        for table in fs.get_file_info(pafs.FileSelector(schema.path, allow_not_found=True)):
+            log = fs.get_file_info(f"{table.path}/_delta_log")
+            if table.type == pafs.FileType.Directory and log.type == pafs.FileType.Directory:
+                names.append(f"{schema.base_name}.{table.base_name}")
+    return sorted(names)
+
+
 def table_uri(root: str, name: str) -> str:
     """Where table ``schema.table`` lives under the lake root (``<root>/<schema>/<table>``)."""
     schema, _, table = name.partition(".")
@@ -85,12 +152,16 @@ def table_uri(root: str, name: str) -> str:
     return f"{root.rstrip('/')}/{schema}/{table}"
 
 
-def open_delta(uri: str) -> DeltaTable | None:
-    """The table's latest snapshot, or None when no table exists there yet."""
+def open_delta(uri: str, storage: Storage | None = None, version: int | None = None) -> DeltaTable | None:
+    """The table's latest snapshot (or ``version``), or None when no table exists there yet."""
     try:
-        return DeltaTable(uri)
+        return DeltaTable(uri, version=version, storage_options=dict(storage or {}))
     except TableNotFoundError:
         return None
+
+
+def _latest_version(uri: str, storage: Storage | None) -> int:
+    return DeltaTable(uri, storage_options=dict(storage or {})).version()
 
 
 def app_version(table: DeltaTable | None, app_id: str) -> int | None:
@@ -101,7 +172,7 @@ def app_version(table: DeltaTable | None, app_id: str) -> int | None:
 def write_delta(uri: str, data: pa.Table, *, snapshot: DeltaTable | None, mode: WriteMode = "append",
                 partition_by: Sequence[str] = (), merge_keys: Sequence[str] = (),
                 merge_condition: str | None = None, commit: Commit | None = None,
-                exclusive_create: bool = True) -> int:
+                exclusive_create: bool = True, storage: Storage | None = None) -> int:
     """Commit ``data`` to the table in one Delta transaction; return the new table version.
 
     Args:
@@ -119,6 +190,7 @@ def write_delta(uri: str, data: pa.Table, *, snapshot: DeltaTable | None, mode: 
         exclusive_create: with ``snapshot=None``, fail (conflict) if someone created the table
             meanwhile, instead of appending to a snapshot nobody planned against (the loader);
             False for logs appended by many runs (audit, quality results).
+        storage: the lake's storage options (:func:`storage_options`).
     """
     props = (commit or Commit()).properties()
     if snapshot is not None:
@@ -132,13 +204,13 @@ def write_delta(uri: str, data: pa.Table, *, snapshot: DeltaTable | None, mode: 
                        .execute()) if data.num_rows else {}
             if commit is not None and commit.app_versions and not _merge_changed(metrics):
                 return commit_files(uri, [], pa.schema(snapshot.schema().to_arrow()), snapshot=snapshot,
-                                    partition_by=partition_by, commit=commit)
+                                    partition_by=partition_by, commit=commit, storage=storage)
         else:
             create: Literal["error", "append"] = (
                 "error" if snapshot is None and exclusive_create else "append")
             write_deltalake(snapshot if snapshot is not None else uri, data, mode=create,
                             partition_by=list(partition_by) or None, schema_mode="merge",
-                            commit_properties=props)
+                            commit_properties=props, storage_options=dict(storage or {}))
     except CommitFailedError as exc:
         raise DeltaConflictError(
             f"commit to {uri} failed because another writer committed first ({exc}); nothing of "
@@ -152,7 +224,7 @@ def write_delta(uri: str, data: pa.Table, *, snapshot: DeltaTable | None, mode: 
             f"commit to {uri} failed because another writer committed first (it created the table "
             "meanwhile); nothing of this write landed: re-run, it starts from what the other writer "
             "recorded") from exc
-    version = DeltaTable(uri).version()
+    version = _latest_version(uri, storage)
     logger.info("delta commit uri=%s mode=%s rows=%d version=%d", uri, mode, data.num_rows, version)
     return version
 
@@ -196,7 +268,8 @@ def _same_type(a: pa.DataType, b: pa.DataType) -> bool:
 
 
 def commit_files(uri: str, actions: list[Any], schema: pa.Schema, *, snapshot: DeltaTable | None,
-                 partition_by: Sequence[str], commit: Commit, removed: Sequence[str] = ()) -> int:
+                 partition_by: Sequence[str], commit: Commit, removed: Sequence[str] = (),
+                 storage: Storage | None = None) -> int:
     """Commit Parquet files that executors already wrote under ``uri`` (the executor write path).
 
     Same contract as :func:`write_delta` in append mode: based on ``snapshot`` (None: create the
@@ -214,10 +287,10 @@ def commit_files(uri: str, actions: list[Any], schema: pa.Schema, *, snapshot: D
         if snapshot is None:
             create_table_with_add_actions(uri, DeltaSchema.from_arrow(schema), actions, mode="error",
                                           partition_by=list(partition_by) or None,
-                                          commit_properties=props)
+                                          commit_properties=props, storage_options=dict(storage or {}))
         else:
             _check_schema(uri, snapshot, schema)
-            snapshot = _still_live(uri, snapshot, removed, commit) if removed else snapshot
+            snapshot = _still_live(uri, snapshot, removed, commit, storage) if removed else snapshot
             snapshot.create_write_transaction(actions, "append", schema,
                                               partition_by=list(partition_by) or None,
                                               commit_properties=props)
@@ -231,18 +304,19 @@ def commit_files(uri: str, actions: list[Any], schema: pa.Schema, *, snapshot: D
         raise DeltaConflictError(
             f"commit of {len(actions)} files to {uri} failed because another writer committed first "
             "(it created the table meanwhile); nothing of this write landed: re-run") from exc
-    version = DeltaTable(uri).version()
+    version = _latest_version(uri, storage)
     logger.info("delta commit uri=%s files=%d version=%d", uri, len(actions), version)
     return version
 
 
-def _still_live(uri: str, snapshot: DeltaTable, removed: Sequence[str], commit: Commit) -> DeltaTable:
+def _still_live(uri: str, snapshot: DeltaTable, removed: Sequence[str], commit: Commit,
+                storage: Storage | None) -> DeltaTable:
     """The version to commit on: the newest, if the merge's premises still hold there.
 
     Every file in ``removed`` must still be live and no commit since ``snapshot`` may have
     recorded ``commit``'s app ids; else :class:`DeltaConflictError`.
     """
-    newest = DeltaTable(uri)
+    newest = DeltaTable(uri, storage_options=dict(storage or {}))
     if newest.version() == snapshot.version():
         return snapshot
     live = set(pa.table(newest.get_add_actions(flatten=True)).column("path").to_pylist())

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from jobs.common.config import KappaConfig
-from jobs.common.delta import app_version, open_delta, table_uri, write_delta
+from jobs.common.delta import app_version, open_delta, storage_options, table_uri, write_delta
 from jobs.loader.offsets import latest_offsets
 from jobs.loader.tables import AUDIT_TABLE, LoadTarget
 
@@ -41,12 +41,12 @@ def record(cfg: KappaConfig, run_id: str, started_at: datetime, until: str, resu
     }
     uri = table_uri(cfg.lake.root, AUDIT_TABLE)
     data = pa.Table.from_pylist([row], schema=AUDIT_SCHEMA)
-    write_delta(uri, data, snapshot=None, exclusive_create=False)
+    write_delta(uri, data, snapshot=None, exclusive_create=False, storage=storage_options(cfg.lake))
 
 
 def last_runs(cfg: KappaConfig) -> dict[str, dict[str, Any]]:
     """The latest audit row of each table."""
-    audit = open_delta(table_uri(cfg.lake.root, AUDIT_TABLE))
+    audit = open_delta(table_uri(cfg.lake.root, AUDIT_TABLE), storage_options(cfg.lake))
     if audit is None:
         return {}
     latest: dict[str, dict[str, Any]] = {}
@@ -60,7 +60,7 @@ def status(cfg: KappaConfig, targets: list[LoadTarget]) -> list[dict[str, Any]]:
     runs = last_runs(cfg)
     rows = []
     for target in targets:
-        snapshot = open_delta(target.uri)
+        snapshot = open_delta(target.uri, storage_options(cfg.lake))
         last = runs.get(target.spec.name, {})
         for (topic, partition), (earliest, latest) in sorted(latest_offsets(cfg, target.topic).items()):
             loaded = app_version(snapshot, target.spec.app_id(topic, partition))

@@ -6,22 +6,28 @@ import datetime as dt
 import json
 import math
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
 
+from jobs.common.delta import filesystem, on_s3
+
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 
-def write_files(uri: str, table: pa.Table, partition_by: Sequence[str]) -> list[dict]:
-    """Write ``table`` as one Parquet file per partition value under ``uri``; describe the files."""
+def write_files(uri: str, table: pa.Table, partition_by: Sequence[str],
+                storage: Mapping[str, str] | None = None) -> list[dict]:
+    """Write ``table`` as one Parquet file per partition value under ``uri``; describe the files.
+
+    ``storage``: the lake's storage options (jobs/common/delta.py ``storage_options``).
+    """
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     if table.num_rows == 0:
         return []
-    filesystem, root = file_system(uri)
+    fs, root = filesystem(uri, storage)
     columns = list(partition_by)
     keys = table.select(columns).group_by(columns).aggregate([]).to_pylist() if columns else [{}]
     files = []
@@ -34,20 +40,14 @@ def write_files(uri: str, table: pa.Table, partition_by: Sequence[str]) -> list[
         folder = "/".join(f"{column}={NULL_PARTITION if value is None else value}"
                           for column, value in values.items())
         relative = f"{folder}/part-{uuid.uuid4().hex}.parquet".lstrip("/")
-        filesystem.create_dir(f"{root}/{folder}".rstrip("/"), recursive=True)
+        if not on_s3(uri):   # an object store has no folders (a marker object would be an orphan)
+            fs.create_dir(f"{root}/{folder}".rstrip("/"), recursive=True)
         data = part.drop_columns(columns)
-        pq.write_table(data, f"{root}/{relative}", filesystem=filesystem)
-        files.append({"path": relative, "size": filesystem.get_file_info(f"{root}/{relative}").size,
+        pq.write_table(data, f"{root}/{relative}", filesystem=fs)
+        files.append({"path": relative, "size": fs.get_file_info(f"{root}/{relative}").size,
                       "partition_values": json.dumps(values), "records": part.num_rows,
                       "stats": file_stats(data)})
     return files
-
-
-def file_system(uri: str) -> tuple[Any, str]:
-    """The pyarrow filesystem of a table URI and the table's root path in it."""
-    import pyarrow.fs as pafs
-
-    return pafs.FileSystem.from_uri(uri if "://" in uri else f"file://{uri}")
 
 
 STAT_TYPES = (pa.types.is_integer, pa.types.is_floating, pa.types.is_date, pa.types.is_timestamp)

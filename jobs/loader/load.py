@@ -37,6 +37,7 @@ from jobs.common.delta import (
     app_version,
     commit_files,
     open_delta,
+    storage_options,
     table_uri,
     write_delta,
 )
@@ -137,7 +138,7 @@ def _load_batch(spark: SparkSession, cfg: KappaConfig, target: LoadTarget, *, un
 def _load_table(spark: SparkSession, cfg: KappaConfig, target: LoadTarget, *, until: Until, run_id: str,
                 result: TableResult, progress: Callable[[str], None]) -> None:
     spec = target.spec
-    snapshot = open_delta(target.uri)
+    snapshot = open_delta(target.uri, storage_options(cfg.lake))
     ranges = plan(cfg, spec, target.topic, snapshot, until=until, max_records=cfg.loader.max_records_per_run)
     rules = suite_rules(cfg, spec.name, spec.rules)
     ranges, why = _choose_path(cfg, spec, rules, ranges, snapshot=snapshot, result=result)
@@ -201,7 +202,7 @@ def _through_driver(cfg: KappaConfig, batch: _Batch, rows: pa.Table) -> None:
         result.quarantined = checked.bad.num_rows
     result.version = write_delta(
         target.uri, checked.good, snapshot=batch.snapshot, mode=spec.mode, partition_by=spec.partition_by,
-        merge_keys=spec.keys, merge_condition=spec.newer, commit=commit)
+        merge_keys=spec.keys, merge_condition=spec.newer, commit=commit, storage=storage_options(cfg.lake))
     result.rows, result.outcome = checked.good.num_rows, "committed"
 
 
@@ -215,7 +216,7 @@ def _through_executors(cfg: KappaConfig, batch: _Batch, rules: list[Rule], frame
     spec, schema = target.spec, arrow_schema(frame)
     task = TaskPlan(spec.name, target.uri, table_uri(cfg.lake.root, quarantine_name(spec.name)),
                     spec.partition_by, tuple(rules), target.policy, batch.run_id,
-                    cfg.loader.executor_chunk_rows, sort_keys(rules, spec.keys))
+                    cfg.loader.executor_chunk_rows, sort_keys(rules, spec.keys), storage_options(cfg.lake))
     good = cached = None
     if spec.mode == "merge":  # good rows stay on the executors until the verdict (jobs/loader/merge.py)
         cached, good, written = check_on_executors(frame, task)
@@ -236,7 +237,7 @@ def _through_executors(cfg: KappaConfig, batch: _Batch, rules: list[Rule], frame
                                                        newer=spec.newer)
         result.version = commit_files(target.uri, add_actions(written.data) + remove_actions(removed), schema,
                                       snapshot=batch.snapshot, partition_by=spec.partition_by, commit=commit,
-                                      removed=[item["path"] for item in removed])
+                                      removed=[item["path"] for item in removed], storage=task.storage)
     finally:
         if cached is not None:
             cached.unpersist()
@@ -266,16 +267,16 @@ def _quarantine(cfg: KappaConfig, target: LoadTarget, commit: Commit, *, rows: p
     """
     from jobs.loader.scale import quarantine_schema
 
-    uri = table_uri(cfg.lake.root, quarantine_name(target.spec.name))
-    snapshot = open_delta(uri)
+    uri, storage = table_uri(cfg.lake.root, quarantine_name(target.spec.name)), storage_options(cfg.lake)
+    snapshot = open_delta(uri, storage)
     done = all((app_version(snapshot, app) or -1) >= version for app, version in commit.app_versions.items())
     if done:
         logger.info("quarantine already holds this range table=%s", target.spec.name)
     elif rows is not None:
-        write_delta(uri, rows, snapshot=snapshot, mode="append", commit=commit)
+        write_delta(uri, rows, snapshot=snapshot, mode="append", commit=commit, storage=storage)
     elif schema is not None:
         commit_files(uri, files or [], quarantine_schema(schema), snapshot=snapshot, partition_by=(),
-                     commit=commit)
+                     commit=commit, storage=storage)
 
 
 def _summary(exc: Exception) -> str:

@@ -22,7 +22,7 @@ import pyarrow as pa
 from deltalake import DeltaTable
 
 from jobs.common.config import KappaConfig
-from jobs.common.delta import open_delta, table_uri
+from jobs.common.delta import open_delta, storage_options, table_uri
 from jobs.common.errors import ConfigError
 from jobs.loader.tables import AUDIT_TABLE, QUALITY_TABLE, LoadTarget, quarantine_name
 
@@ -61,7 +61,8 @@ def _closed(value: str, today: date, open_days: int) -> bool:
 
 def maintain_table(cfg: KappaConfig, target: LoadTarget, retention_h: int, dry_run: bool) -> dict[str, Any]:
     """Compact and vacuum one table; files and bytes before and after."""
-    table = open_delta(target.uri)
+    storage = storage_options(cfg.lake)
+    table = open_delta(target.uri, storage)
     report: dict[str, Any] = {"table": target.spec.name, "files_before": 0, "bytes_before": 0,
                               "files_after": 0, "bytes_after": 0, "compacted_partitions": [],
                               "vacuumed_files": 0, "files_per_partition_before": {}}
@@ -78,10 +79,11 @@ def maintain_table(cfg: KappaConfig, target: LoadTarget, retention_h: int, dry_r
         for value in due:
             table.optimize.compact(partition_filters=[(column, "=", value)],
                                    target_size=cfg.loader.compact_target_mb * 1024 * 1024)
-        table = DeltaTable(target.uri)
+        table.update_incremental()
     removed = _vacuum(table, retention_h, dry_run)
-    files, size, per_partition = _files(DeltaTable(target.uri), column)
-    quarantine = open_delta(table_uri(cfg.lake.root, quarantine_name(target.spec.name)))
+    table.update_incremental()
+    files, size, per_partition = _files(table, column)
+    quarantine = open_delta(table_uri(cfg.lake.root, quarantine_name(target.spec.name)), storage)
     cleared = _vacuum(quarantine, retention_h, dry_run) if quarantine else []
     report |= {"files_after": files, "bytes_after": size, "compacted_partitions": due,
                "vacuumed_files": len(removed), "files_per_partition_after": dict(per_partition),
@@ -91,7 +93,7 @@ def maintain_table(cfg: KappaConfig, target: LoadTarget, retention_h: int, dry_r
 
 def maintain_log(cfg: KappaConfig, name: str, retention_h: int, dry_run: bool) -> dict[str, Any]:
     """Compact one of the loader's log tables whole (unpartitioned) and vacuum it."""
-    table = open_delta(table_uri(cfg.lake.root, name))
+    table = open_delta(table_uri(cfg.lake.root, name), storage_options(cfg.lake))
     report: dict[str, Any] = {"table": name, "files_before": 0, "bytes_before": 0, "files_after": 0,
                               "bytes_after": 0, "compacted_partitions": [], "vacuumed_files": 0}
     if table is None:
@@ -101,9 +103,10 @@ def maintain_log(cfg: KappaConfig, name: str, retention_h: int, dry_run: bool) -
     if files >= cfg.loader.compact_min_files and not dry_run:
         table.optimize.compact(target_size=cfg.loader.compact_target_mb * 1024 * 1024)
         report["compacted_partitions"] = [""]
-        table = DeltaTable(table.table_uri)
+        table.update_incremental()
     removed = _vacuum(table, retention_h, dry_run)
-    files, size, _ = _files(DeltaTable(table.table_uri), None)
+    table.update_incremental()
+    files, size, _ = _files(table, None)
     return report | {"files_after": files, "bytes_after": size, "vacuumed_files": len(removed)}
 
 

@@ -31,7 +31,8 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
-from jobs.loader.files import file_system, write_files
+from jobs.common.delta import filesystem
+from jobs.loader.files import write_files
 from jobs.loader.scale import (
     DATA,
     GOOD,
@@ -168,13 +169,13 @@ def _reader(plan: TaskPlan, out: pa.Schema) -> Task:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.parquet as pq
 
-        filesystem, root = file_system(plan.uri)
+        fs, root = filesystem(plan.uri, plan.storage)
         for batch in batches:
             paths, values = batch["path"].to_pylist(), batch["partition_values"].to_pylist()
             for path, value in zip(paths, values, strict=True):
                 parts = json.loads(value)
                 location = path if "://" in path else f"{root}/{unquote(path)}"
-                parquet = pq.ParquetFile(location, filesystem=filesystem)
+                parquet = pq.ParquetFile(location, filesystem=fs)
                 present = [name for name in out.names if name in parquet.schema_arrow.names]
                 for piece in parquet.iter_batches(batch_size=plan.chunk_rows, columns=present):
                     yield _conform(piece, out, parts, path)
@@ -206,7 +207,7 @@ def write_rows(rows: DataFrame, plan: TaskPlan) -> list[dict]:
 def _writer(plan: TaskPlan) -> Task:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for chunk in chunks(batches, plan.chunk_rows):
-            files = write_files(plan.uri, chunk, plan.partition_by)
+            files = write_files(plan.uri, chunk, plan.partition_by, plan.storage)
             yield pa.RecordBatch.from_pylist([{"kind": DATA, **item} for item in files], schema=REPORT_SCHEMA)
 
     return run

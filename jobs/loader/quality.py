@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.common.config import KappaConfig
-from jobs.common.delta import open_delta, table_uri, write_delta
+from jobs.common.delta import open_delta, storage_options, table_uri, write_delta
 from jobs.loader.suites import Rule, suite_rules
 from jobs.loader.tables import QUALITY_TABLE, LoadTarget
 
@@ -191,12 +191,12 @@ def keep_results(cfg: KappaConfig, records: list[dict]) -> None:
     """Append the result rows to ``ops.quality_results``."""
     uri = table_uri(cfg.lake.root, QUALITY_TABLE)
     write_delta(uri, pa.Table.from_pylist(records, schema=RESULT_SCHEMA), snapshot=None,
-                exclusive_create=False)
+                exclusive_create=False, storage=storage_options(cfg.lake))
 
 
 def report(cfg: KappaConfig, last_runs: int = 5) -> list[dict]:
     """Per table, the last ``last_runs`` validations, newest first: passed/failed rules, bad rows."""
-    results = open_delta(table_uri(cfg.lake.root, QUALITY_TABLE))
+    results = open_delta(table_uri(cfg.lake.root, QUALITY_TABLE), storage_options(cfg.lake))
     if results is None:
         return []
     rows = results.to_pyarrow_table().to_pylist()

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +62,7 @@ class TaskPlan:
         chunk_rows: rows validated and written at a time.
         keys: when set, rows arrive hash-partitioned and sorted by these columns and a chunk is
             cut only where they change (the unique rule on the key is measured per chunk).
+        storage: the lake's storage options (an S3 lake's endpoint and region; no credentials).
     """
 
     table: str
@@ -73,6 +74,7 @@ class TaskPlan:
     run_id: str
     chunk_rows: int
     keys: tuple[str, ...] = ()
+    storage: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -207,7 +209,8 @@ def _task(plan: TaskPlan) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.Re
         for chunk in chunks(batches, plan.chunk_rows, plan.keys):
             reports, good = check(plan, chunk)
             if good is not None:
-                reports += [{"kind": DATA, **item} for item in write_files(plan.uri, good, plan.partition_by)]
+                files = write_files(plan.uri, good, plan.partition_by, plan.storage)
+                reports += [{"kind": DATA, **item} for item in files]
             yield pa.RecordBatch.from_pylist(reports, schema=REPORT_SCHEMA)
 
     return run
@@ -264,5 +267,5 @@ def check(plan: TaskPlan, rows: pa.Table) -> tuple[list[dict], pa.Table | None]:
     if reasons and plan.policy == "fail":
         return out, None  # the batch fails: its files would only be orphans
     good, bad = split_rows(rows, reasons, plan.run_id)
-    out += [{"kind": QUARANTINE, **item} for item in write_files(plan.quarantine_uri, bad, ())]
+    out += [{"kind": QUARANTINE, **item} for item in write_files(plan.quarantine_uri, bad, (), plan.storage)]
     return out, good

@@ -14,11 +14,10 @@ import io
 import json
 import logging
 import re
-from pathlib import Path
 from typing import Any
 
 from jobs.common.config import KappaConfig
-from jobs.common.delta import local_path, open_delta, readable_datasets, table_uri
+from jobs.common.delta import open_delta, readable_datasets, storage_options, table_names_under, table_uri
 from jobs.common.errors import ConfigError, KappaError
 from jobs.loader.tables import AUDIT_TABLE, QUALITY_TABLE, SPECS, spec_of
 
@@ -35,12 +34,8 @@ class SqlError(KappaError):
 def table_names(cfg: KappaConfig) -> list[str]:
     """Every Delta table under the lake root (``schema.table``), known ones first."""
     names = [*SPECS, AUDIT_TABLE, QUALITY_TABLE]
-    root = local_path(cfg.lake.root)
-    if root is not None and root.is_dir():
-        found = sorted(f"{log.parent.parent.name}.{log.parent.name}"
-                       for log in Path(root).glob("*/*/_delta_log"))
-        names += [name for name in found if name not in names]
-    return names
+    found = table_names_under(cfg.lake.root, storage_options(cfg.lake))
+    return names + [name for name in found if name not in names]
 
 
 def named_in(query: str, names: list[str]) -> list[str]:
@@ -69,7 +64,7 @@ def connect(cfg: KappaConfig, names: list[str] | None = None) -> Any:
     wanted = [name for name in present if names is None or name in names or aliases.get(name) in names]
     con = duckdb.connect()
     for name in wanted:
-        table = open_delta(table_uri(cfg.lake.root, name))
+        table = open_delta(table_uri(cfg.lake.root, name), storage_options(cfg.lake))
         if table is None:
             continue
         parts = readable_datasets(table)
@@ -142,7 +137,8 @@ def _one_line(exc: Exception) -> str:
 
 
 def _present(cfg: KappaConfig) -> list[str]:
-    return [name for name in table_names(cfg) if open_delta(table_uri(cfg.lake.root, name))]
+    storage = storage_options(cfg.lake)
+    return [name for name in table_names(cfg) if open_delta(table_uri(cfg.lake.root, name), storage)]
 
 
 def render(columns: list[str], rows: list[tuple], fmt: str) -> str:

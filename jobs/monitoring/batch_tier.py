@@ -22,7 +22,7 @@ JOB_KEY, DATES_KEY = "kappa.batch.job", "kappa.batch.dates"
 def batch_tier_metrics(cfg: KappaConfig) -> list[Metric]:
     """Per batch table: the newest date partition replaced, the last run's time and partitions."""
     from jobs.batch.jobs import JOBS
-    from jobs.common.delta import open_delta, table_uri
+    from jobs.common.delta import open_delta, storage_options, table_uri
 
     newest = GaugeMetricFamily("kappa_batch_newest_partition_replaced_timestamp_seconds",
                                "Start (00:00 UTC) of the newest date partition a batch run replaced",
@@ -32,7 +32,7 @@ def batch_tier_metrics(cfg: KappaConfig) -> list[Metric]:
     replaced = GaugeMetricFamily("kappa_batch_last_run_partitions", "Date partitions the table's last "
                                  "batch run replaced", labels=["table"])
     for spec in sorted(JOBS.values(), key=lambda job: job.table):
-        table = open_delta(table_uri(cfg.lake.root, spec.table))
+        table = open_delta(table_uri(cfg.lake.root, spec.table), storage_options(cfg.lake))
         if table is None:
             continue
         runs = [commit for commit in table.history(HISTORY_COMMITS) if JOB_KEY in commit]

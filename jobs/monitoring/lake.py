@@ -30,7 +30,7 @@ def loader_metrics(cfg: KappaConfig, positions: Positions) -> list[Metric]:
 
     Adds each table's lowest loaded offset per partition to ``positions`` (for retention).
     """
-    from jobs.common.delta import app_version, open_delta
+    from jobs.common.delta import app_version, open_delta, storage_options
     from jobs.loader.audit import last_runs
     from jobs.loader.offsets import latest_offsets
     from jobs.loader.tables import targets
@@ -52,7 +52,7 @@ def loader_metrics(cfg: KappaConfig, positions: Positions) -> list[Metric]:
     committed = _last_committed(cfg)
     for target in targets(cfg):
         name = target.spec.name
-        snapshot = open_delta(target.uri)
+        snapshot = open_delta(target.uri, storage_options(cfg.lake))
         total = 0
         for (topic, partition), (earliest, latest) in latest_offsets(cfg, target.topic).items():
             loaded = app_version(snapshot, target.spec.app_id(topic, partition))
@@ -74,10 +74,10 @@ def loader_metrics(cfg: KappaConfig, positions: Positions) -> list[Metric]:
 
 def _last_committed(cfg: KappaConfig) -> dict[str, float]:
     """Per table, the start of its last committed run (Unix time), from ``ops.load_audit``."""
-    from jobs.common.delta import open_delta, table_uri
+    from jobs.common.delta import open_delta, storage_options, table_uri
     from jobs.loader.tables import AUDIT_TABLE
 
-    audit = open_delta(table_uri(cfg.lake.root, AUDIT_TABLE))
+    audit = open_delta(table_uri(cfg.lake.root, AUDIT_TABLE), storage_options(cfg.lake))
     if audit is None:
         return {}
     table = audit.to_pyarrow_table(columns=["table_name", "outcome", "started_at"])

@@ -96,15 +96,15 @@ def reconcile_pipeline(spark: SparkSession, cfg: KappaConfig, spec: PipelineSpec
                        progress: Callable[[str], None] = lambda line: None) -> ReconcileReport:
     """Compare each reconciled view under ``prefix`` with its lake query; ViewsDrift on a difference."""
     from jobs.batch.lake import read_source, snapshot_at
-    from jobs.common.delta import table_uri
+    from jobs.common.delta import storage_options, table_uri
 
     entries = checked_entries(spec, code)
     report = ReconcileReport(uuid.uuid4().hex[:12], None)
     source = silver_source(spec, code, by_date=False)
     uri = table_uri(cfg.lake.root, source.table)
-    pinned = snapshot_at(uri, None)
+    pinned = snapshot_at(uri, None, storage_options(cfg.lake))
     report.source_versions[source.table] = None if pinned is None else pinned.version()
-    silver, rows = read_source(spark, uri, pinned, source, [])
+    silver, rows = read_source(spark, uri, pinned, source, [], storage=storage_options(cfg.lake))
     progress(f"reconcile: {source.table} at version {report.source_versions[source.table]}: {rows} rows")
     for name, query in entries.items():
         view = spec.views[name]

@@ -5,12 +5,14 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from jobs.common.config import load_config
 from jobs.common.delta import (
     Commit,
     DeltaConflictError,
     DeltaSchemaError,
     app_version,
     open_delta,
+    storage_options,
     table_uri,
     write_delta,
 )
@@ -117,3 +119,19 @@ def test_a_merge_commit_that_rewrites_a_compacted_file_conflicts(tmp_path):
     with pytest.raises(DeltaConflictError, match="moved 1 of its offsets"):
         commit_files(uri, actions[1:], _rows([3]).schema, snapshot=planned, partition_by=(),
                      commit=Commit({"app/t/0": 4}), removed=files[:1])
+
+
+def test_an_s3_lake_gets_conditional_put_and_its_endpoint_a_local_lake_nothing(tmp_path):
+    local = load_config("test", environ={"KAPPA_LAKE__ROOT": str(tmp_path)})
+    assert storage_options(local.lake) == {}
+    s3 = load_config("test", environ={"KAPPA_LAKE__ROOT": "s3://bucket/lake",
+                                      "KAPPA_LAKE__S3__REGION": "eu-west-1",
+                                      "KAPPA_LAKE__S3__ENDPOINT_URL": "http://127.0.0.1:9000",
+                                      "KAPPA_LAKE__S3__ALLOW_HTTP": "true"})
+    assert storage_options(s3.lake) == {"conditional_put": "etag", "aws_region": "eu-west-1",
+                                        "aws_endpoint_url": "http://127.0.0.1:9000", "aws_allow_http": "true"}
+    aws = load_config("test", environ={"KAPPA_LAKE__ROOT": "s3://bucket/lake"})
+    assert storage_options(aws.lake) == {"conditional_put": "etag"}   # endpoint, region: the AWS chain
+    with pytest.raises(ConfigError, match=r"lake\.s3: endpoint_url http://127\.0\.0\.1:9000 is plain HTTP"):
+        load_config("test", environ={"KAPPA_LAKE__ROOT": "s3://bucket/lake",
+                                     "KAPPA_LAKE__S3__ENDPOINT_URL": "http://127.0.0.1:9000"})
