@@ -21,7 +21,8 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError
 
-from jobs.common.delta import DeltaConflictError, DeltaError, Storage, open_delta
+from jobs.common.delta import DeltaConflictError, DeltaError, open_delta
+from jobs.common.lake_storage import Storage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -49,7 +49,8 @@ def lake_views(spark: SparkSession, cfg: KappaConfig, dates: list[date] | None, 
     from jobs.batch import views
     from jobs.batch.jobs import BRONZE, DLQ, DLQ_POSITIONS, SILVER, Source
     from jobs.batch.lake import read_source, snapshot_at
-    from jobs.common.delta import storage_options, table_uri
+    from jobs.common.delta import table_uri
+    from jobs.common.lake_storage import storage_options
 
     frames = {}
     for source in (Source(SILVER, RSVP_COLUMNS, None), Source(BRONZE, DELIVERED_COLUMNS, None),

@@ -86,7 +86,8 @@ def gold_views(cfg: KappaConfig, span: tuple[int, int] | None) -> Views | None:
     lists as the counts of their listed items (``trending/<start>/<topic>``, ``topic/<name>``).
     None when the table does not exist (nothing loaded it yet).
     """
-    from jobs.common.delta import open_delta, storage_options, table_uri
+    from jobs.common.delta import open_delta, table_uri
+    from jobs.common.lake_storage import storage_options
 
     table = open_delta(table_uri(cfg.lake.root, "gold.rsvp_summaries"), storage_options(cfg.lake))
     if table is None:

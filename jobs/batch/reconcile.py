@@ -216,7 +216,8 @@ def _record(cfg: KappaConfig, report: ReconcileReport) -> None:
     """Append the differences to ops.reconciliation and publish the run's metric."""
     import pyarrow as pa
 
-    from jobs.common.delta import open_delta, storage_options, table_uri, write_delta
+    from jobs.common.delta import open_delta, table_uri, write_delta
+    from jobs.common.lake_storage import storage_options
 
     now = datetime.now(UTC)
     if report.differences:

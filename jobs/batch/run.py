@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING
 
 from jobs.batch.jobs import BatchJob, job
 from jobs.common.config import KappaConfig
-from jobs.common.delta import storage_options, table_uri
+from jobs.common.delta import table_uri
 from jobs.common.errors import ConfigError
+from jobs.common.lake_storage import storage_options
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

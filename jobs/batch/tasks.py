@@ -72,7 +72,8 @@ def load_extras(results: Iterable[Mapping[str, Any]], cfg: Any = None) -> dict[s
     """
     from jobs.batch.lake import changed_partitions
     from jobs.common.config import load_config
-    from jobs.common.delta import storage_options, table_uri
+    from jobs.common.delta import table_uri
+    from jobs.common.lake_storage import storage_options
     from jobs.loader.tables import SPECS
 
     cfg = cfg or load_config()

@@ -13,7 +13,7 @@ record the same app id conflict in Delta's commit protocol and the later one fai
 :class:`DeltaConflictError` instead of committing the same range twice.
 
 Tables live on a local path or on S3 (``s3://bucket/prefix``): every function here takes the
-lake's ``storage`` options (:func:`storage_options`, from ``lake.s3``). On S3 a commit is a
+lake's ``storage`` options (jobs/common/lake_storage.py, from ``lake.s3``). On S3 a commit is a
 conditional put of the next log entry (``If-None-Match: *``), so two writers of one version
 cannot both succeed without a locking provider (docs/deploy.md "The lake on S3").
 """
@@ -32,17 +32,14 @@ from deltalake.exceptions import CommitFailedError, SchemaMismatchError, TableNo
 from deltalake.exceptions import DeltaError as RustDeltaError
 
 from jobs.common.errors import KappaError
+from jobs.common.lake_storage import Storage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from jobs.common.config_models import LakeConfig
-
 logger = logging.getLogger(__name__)
 
 WriteMode = Literal["append", "merge"]
-Storage = Mapping[str, str]
-S3_SCHEMES = ("s3://", "s3a://")
 
 
 class DeltaError(KappaError):
@@ -84,64 +81,6 @@ class Commit:
         retries = 0 if txns else None
         return CommitProperties(app_transactions=txns, custom_metadata=dict(self.metadata),
                                 max_commit_retries=retries)
-
-
-def storage_options(lake: LakeConfig) -> dict[str, str]:
-    """delta-rs storage options of the lake's tables (none for a local lake).
-
-    On S3: commits by conditional put (``conditional_put=etag``, no locking provider), plus the
-    endpoint, region and plain-HTTP switch of ``lake.s3``. Credentials are never among them:
-    delta-rs and pyarrow read them from the AWS environment, profile or instance role.
-    """
-    if not on_s3(lake.root):
-        return {}
-    options = {"conditional_put": "etag"}
-    if lake.s3.endpoint_url:
-        options["aws_endpoint_url"] = lake.s3.endpoint_url
-    if lake.s3.region:
-        options["aws_region"] = lake.s3.region
-    if lake.s3.allow_http:
-        options["aws_allow_http"] = "true"
-    return options
-
-
-def on_s3(uri: str) -> bool:
-    """Whether ``uri`` names an S3 location."""
-    return uri.startswith(S3_SCHEMES)
-
-
-def filesystem(uri: str, storage: Storage | None = None) -> tuple[Any, str]:
-    """The pyarrow filesystem of a table URI and the table's root path in it.
-
-    Executors read and write data files through it (jobs/loader/files.py, merge.py); on S3 it
-    uses ``storage``'s endpoint and region and the AWS credential chain, as delta-rs does.
-    """
-    import pyarrow.fs as pafs
-
-    if not on_s3(uri):
-        return pafs.FileSystem.from_uri(uri if "://" in uri else f"file://{uri}")
-    options = storage or {}
-    endpoint = options.get("aws_endpoint_url")
-    scheme = "http" if endpoint and endpoint.startswith("http://") else "https"
-    s3 = pafs.S3FileSystem(endpoint_override=endpoint.split("://", 1)[1].rstrip("/") if endpoint else None,
-                           scheme=scheme, region=options.get("aws_region"))
-    return s3, uri.split("://", 1)[1].rstrip("/")
-
-
-def table_names_under(root: str, storage: Storage | None = None) -> list[str]:
-    """The ``schema.table`` names of the Delta tables under the lake root (sorted)."""
-    import pyarrow.fs as pafs
-
-    fs, base = filesystem(root, storage)
-    names = []
-    for schema in fs.get_file_info(pafs.FileSelector(base, allow_not_found=True)):
-        if schema.type != pafs.FileType.Directory:
-            continue
-        for table in fs.get_file_info(pafs.FileSelector(schema.path, allow_not_found=True)):
-            log = fs.get_file_info(f"{table.path}/_delta_log")
-            if table.type == pafs.FileType.Directory and log.type == pafs.FileType.Directory:
-                names.append(f"{schema.base_name}.{table.base_name}")
-    return sorted(names)
 
 
 def table_uri(root: str, name: str) -> str:
@@ -190,7 +129,7 @@ def write_delta(uri: str, data: pa.Table, *, snapshot: DeltaTable | None, mode: 
         exclusive_create: with ``snapshot=None``, fail (conflict) if someone created the table
             meanwhile, instead of appending to a snapshot nobody planned against (the loader);
             False for logs appended by many runs (audit, quality results).
-        storage: the lake's storage options (:func:`storage_options`).
+        storage: the lake's storage options (jobs/common/lake_storage.py).
     """
     props = (commit or Commit()).properties()
     if snapshot is not None:

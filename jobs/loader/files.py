@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from jobs.common.delta import filesystem, on_s3
+from jobs.common.lake_storage import filesystem, on_s3
 
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 

@@ -37,11 +37,11 @@ from jobs.common.delta import (
     app_version,
     commit_files,
     open_delta,
-    storage_options,
     table_uri,
     write_delta,
 )
 from jobs.common.errors import KappaError
+from jobs.common.lake_storage import storage_options
 from jobs.loader import audit
 from jobs.loader.merge import deletion_vectors
 from jobs.loader.offsets import PartitionRange, Until, cap_ranges, plan, sample_record_bytes

@@ -22,8 +22,9 @@ import pyarrow as pa
 from deltalake import DeltaTable
 
 from jobs.common.config import KappaConfig
-from jobs.common.delta import open_delta, storage_options, table_uri
+from jobs.common.delta import open_delta, table_uri
 from jobs.common.errors import ConfigError
+from jobs.common.lake_storage import storage_options
 from jobs.loader.tables import AUDIT_TABLE, QUALITY_TABLE, LoadTarget, quarantine_name
 
 LOGS = (AUDIT_TABLE, QUALITY_TABLE)

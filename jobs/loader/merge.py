@@ -31,7 +31,7 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
-from jobs.common.delta import filesystem
+from jobs.common.lake_storage import filesystem
 from jobs.loader.files import write_files
 from jobs.loader.scale import (
     DATA,

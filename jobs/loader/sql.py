@@ -17,8 +17,9 @@ import re
 from typing import Any
 
 from jobs.common.config import KappaConfig
-from jobs.common.delta import open_delta, readable_datasets, storage_options, table_names_under, table_uri
+from jobs.common.delta import open_delta, readable_datasets, table_uri
 from jobs.common.errors import ConfigError, KappaError
+from jobs.common.lake_storage import storage_options, table_names_under
 from jobs.loader.tables import AUDIT_TABLE, QUALITY_TABLE, SPECS, spec_of
 
 logger = logging.getLogger(__name__)

@@ -22,7 +22,8 @@ JOB_KEY, DATES_KEY = "kappa.batch.job", "kappa.batch.dates"
 def batch_tier_metrics(cfg: KappaConfig) -> list[Metric]:
     """Per batch table: the newest date partition replaced, the last run's time and partitions."""
     from jobs.batch.jobs import JOBS
-    from jobs.common.delta import open_delta, storage_options, table_uri
+    from jobs.common.delta import open_delta, table_uri
+    from jobs.common.lake_storage import storage_options
 
     newest = GaugeMetricFamily("kappa_batch_newest_partition_replaced_timestamp_seconds",
                                "Start (00:00 UTC) of the newest date partition a batch run replaced",

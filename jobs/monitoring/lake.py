@@ -30,7 +30,8 @@ def loader_metrics(cfg: KappaConfig, positions: Positions) -> list[Metric]:
 
     Adds each table's lowest loaded offset per partition to ``positions`` (for retention).
     """
-    from jobs.common.delta import app_version, open_delta, storage_options
+    from jobs.common.delta import app_version, open_delta
+    from jobs.common.lake_storage import storage_options
     from jobs.loader.audit import last_runs
     from jobs.loader.offsets import latest_offsets
     from jobs.loader.tables import targets
@@ -74,7 +75,8 @@ def loader_metrics(cfg: KappaConfig, positions: Positions) -> list[Metric]:
 
 def _last_committed(cfg: KappaConfig) -> dict[str, float]:
     """Per table, the start of its last committed run (Unix time), from ``ops.load_audit``."""
-    from jobs.common.delta import open_delta, storage_options, table_uri
+    from jobs.common.delta import open_delta, table_uri
+    from jobs.common.lake_storage import storage_options
     from jobs.loader.tables import AUDIT_TABLE
 
     audit = open_delta(table_uri(cfg.lake.root, AUDIT_TABLE), storage_options(cfg.lake))

@@ -96,7 +96,8 @@ def reconcile_pipeline(spark: SparkSession, cfg: KappaConfig, spec: PipelineSpec
                        progress: Callable[[str], None] = lambda line: None) -> ReconcileReport:
     """Compare each reconciled view under ``prefix`` with its lake query; ViewsDrift on a difference."""
     from jobs.batch.lake import read_source, snapshot_at
-    from jobs.common.delta import storage_options, table_uri
+    from jobs.common.delta import table_uri
+    from jobs.common.lake_storage import storage_options
 
     entries = checked_entries(spec, code)
     report = ReconcileReport(uuid.uuid4().hex[:12], None)

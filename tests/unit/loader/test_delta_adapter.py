@@ -12,11 +12,11 @@ from jobs.common.delta import (
     DeltaSchemaError,
     app_version,
     open_delta,
-    storage_options,
     table_uri,
     write_delta,
 )
 from jobs.common.errors import ConfigError
+from jobs.common.lake_storage import storage_options
 from jobs.loader.offsets import parse_until
 
 
