@@ -46,7 +46,7 @@ from unittest import mock
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from confluent_kafka import Producer
-from replay_cli import forget, timed
+from replay_cli import forget, loop_timing, timed
 from streaming_cpu import settle
 from streaming_support import drop_topics, exit_on_sigterm, new_topic
 
@@ -161,10 +161,8 @@ def loop_run(env: dict[str, str], props: dict[str, str], name: str, records: int
         result = timed(command, env)
     finally:
         forget(props, outputs, prefix)
-    report = json.loads(result.pop("last"))
-    return result | {"run_s": report["seconds"], "startup_s": round(result["wall_s"] - report["seconds"], 2),
-                     "records_per_s": round(records / result["wall_s"]),
-                     **{k: report[k] for k in ("valid", "dlq", "late", "flagged", "cards")}}
+    report, timing = loop_timing(result, records)
+    return result | timing | {k: report[k] for k in ("valid", "dlq", "late", "flagged", "cards")}
 
 
 def loop_no_redis_run(env: dict[str, str], props: dict[str, str], name: str, records: int) -> dict[str, Any]:

@@ -57,6 +57,14 @@ from jobs.orchestration.settings import free_port
 WORKLOADS = ("skewed", "high-cardinality")
 
 
+def loop_timing(result: dict[str, Any], records: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A loop baseline's report (its last stdout line, taken out of ``result``) and its timing:
+    run and start-up seconds (wall minus the loop's own ``seconds``), records/s over the wall."""
+    report = json.loads(result.pop("last"))
+    return report, {"run_s": report["seconds"], "startup_s": round(result["wall_s"] - report["seconds"], 2),
+                    "records_per_s": round(records / result["wall_s"])}
+
+
 def timed(command: list[str], env: dict[str, str], keep_stderr: bool = False) -> dict[str, Any]:
     """Run ``command``; wall seconds from start to exit, peak RSS of its tree (MB), its last stdout
     line, and the CPU seconds each kind of the run's own processes used meanwhile (:class:`MachineCpu`:
@@ -186,10 +194,9 @@ def loop_run(env: dict[str, str], props: dict[str, str], source: str, records: i
         result = timed(command, env)
     finally:
         forget(props, outputs, prefix)
-    report = json.loads(result.pop("last"))
-    return result | {"run_s": report["seconds"], "startup_s": round(result["wall_s"] - report["seconds"], 2),
-                     "events_per_s": round(records / result["wall_s"]), "late": report["late"],
-                     "dead_lettered": report["dlq"]}
+    report, timing = loop_timing(result, records)
+    rate = timing.pop("records_per_s")   # named as the job's figure beside it
+    return result | timing | {"events_per_s": rate, "late": report["late"], "dead_lettered": report["dlq"]}
 
 
 def loop_views_run(env: dict[str, str], props: dict[str, str], source: str, records: int) -> dict[str, Any]:
