@@ -28,13 +28,8 @@ from jobs.common.config import KappaConfig
 from jobs.common.kafka.client import producer_config
 from jobs.streaming.applier import BatchEffects, EffectsWriter
 from jobs.streaming.batch import rules_from, windows_from
-from jobs.streaming.records import (
-    Increments,
-    analyzed,
-    analyzed_value,
-    dead_letter_headers,
-    dead_letter_value,
-)
+from jobs.streaming.dead_letters import dead_letter_headers, dead_letter_value
+from jobs.streaming.records import Increments, analyzed, analyzed_value
 from jobs.streaming.redis_sink import Keys, RedisSummarySink, add_members
 from jobs.streaming.task import members_added
 from jobs.streaming.validate import parse

@@ -27,7 +27,7 @@ from jobs.engine.plan import Partition, PipelinePlan
 from jobs.engine.views import ROW_SCHEMA, ViewCounts
 from jobs.pipelines.define import Definitions, Reject
 from jobs.pipelines.spec import PipelineSpec
-from jobs.streaming.records import dead_letter_headers, dead_letter_value
+from jobs.streaming.dead_letters import dead_letter_headers, dead_letter_value
 from jobs.streaming.task import kafka_millis, task_records
 
 _encode = msgspec.json.Encoder().encode

@@ -21,7 +21,6 @@ ANALYZED_COLUMNS = (
     "group_id", "group_name", "member_id", "response", "guests", "topics", "city", "country",
     "state", "lat", "lon", "venue_id", "source_topic", "source_partition", "source_offset",
     "kafka_timestamp_ms", "ingest_lag_ms", "late")
-MAX_DLQ_VALUE_BYTES = 1 << 20
 _encode = msgspec.json.Encoder().encode
 
 
@@ -74,28 +73,6 @@ def analyzed(rsvp: Any, topic: str, partition: int, offset: int, kafka_ms: int |
 def analyzed_value(record: dict[str, Any]) -> bytes:
     """The JSON value of an analyzed record on rsvps.analyzed (nulls included, column order)."""
     return _encode(record)
-
-
-def dead_letter_headers(reason: str, topic: str, partition: int, offset: int,
-                        size: int) -> list[tuple[str, bytes]]:
-    """The reason headers of a dead letter (the collector's names), plus the original size if cut."""
-    headers = [
-        ("kappa.reason", reason.encode()),
-        ("kappa.source", f"stream:{topic}/{partition}/{offset}".encode()),
-        ("kappa.source_topic", topic.encode()),
-        ("kappa.source_partition", str(partition).encode()),
-        ("kappa.source_offset", str(offset).encode()),
-    ]
-    if size > MAX_DLQ_VALUE_BYTES:
-        headers.append(("kappa.original_bytes", str(size).encode()))
-    return headers
-
-
-def dead_letter_value(value: bytes | None) -> bytes | None:
-    """The original bytes, cut to MAX_DLQ_VALUE_BYTES."""
-    if value is not None and len(value) > MAX_DLQ_VALUE_BYTES:
-        return value[:MAX_DLQ_VALUE_BYTES]
-    return value
 
 
 class Increments:

@@ -30,13 +30,8 @@ from jobs.common.kafka.options import parse_source_options
 from jobs.common.kafka.sink import TaskProducer
 from jobs.common.memory import gc_paused, release_memory
 from jobs.streaming.aggregates import INCREMENT_SCHEMA, MEMBERS_ADDED, Windows, increment_arrow_schema
-from jobs.streaming.records import (
-    Increments,
-    analyzed,
-    analyzed_value,
-    dead_letter_headers,
-    dead_letter_value,
-)
+from jobs.streaming.dead_letters import dead_letter_headers, dead_letter_value
+from jobs.streaming.records import Increments, analyzed, analyzed_value
 from jobs.streaming.stream_time import StreamCursors, later
 from jobs.streaming.validate import Rules, parse
 

@@ -20,7 +20,8 @@ from pyspark.sql import types as T
 from pyspark.sql.window import Window
 
 from jobs.common import rsvp_schema as schema
-from jobs.streaming.records import ANALYZED_SCHEMA_VERSION, MAX_DLQ_VALUE_BYTES
+from jobs.streaming.dead_letters import MAX_DLQ_VALUE_BYTES
+from jobs.streaming.records import ANALYZED_SCHEMA_VERSION
 from jobs.streaming.task import kafka_millis
 from jobs.streaming.validate import Rules
 
@@ -164,7 +165,7 @@ def analyzed_records(topic: str) -> Transform:
 
 def _dead_letter_batches(topic: str) -> ArrowFunction:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from jobs.streaming.records import dead_letter_headers, dead_letter_value
+        from jobs.streaming.dead_letters import dead_letter_headers, dead_letter_value
 
         header = pa.struct([("key", pa.string()), ("value", pa.binary())])
         for batch in batches:
