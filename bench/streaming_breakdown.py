@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from jobs.common.config import KappaConfig
-from jobs.streaming.batch import rules_from, windows_from
+from jobs.streaming.records import RECORDS
 from jobs.streaming.task import TASK_SCHEMA, TaskPlan, batch_task
 
 MODES = ("read", "process", "produce")
@@ -41,7 +41,7 @@ def breakdown(cfg: KappaConfig, source: str, records: int, per_trigger: int, fol
                                  options={"maxOffsetsPerTrigger": per_trigger,
                                           **({"emitRanges": "true"} if ranges else {})},
                                  checkpoint=checkpoint)
-        plan = TaskPlan(rules=rules_from(cfg), windows=windows_from(cfg),
+        plan = TaskPlan(codec=RECORDS, rules=RECORDS.rules(cfg), windows=RECORDS.windows(cfg),
                         grace_ms=cfg.streaming.watermark_s * 1000, stream_points={}, fence={},
                         analyzed_topic=s.analyzed_topic if produces else None,
                         dlq_topic=s.dlq_topic if produces else None, kafka=props,

@@ -45,7 +45,7 @@ from streaming_support import PARTITIONS, drop_topics, new_topic
 from jobs.common.config import KappaConfig
 from jobs.common.kafka.adapter import read_options
 from jobs.common.kafka.offsets import OffsetRange, group_ranges
-from jobs.streaming.batch import rules_from, windows_from
+from jobs.streaming.records import RECORDS
 from jobs.streaming.task import RANGE_COLUMNS, TaskPlan, batch_task
 from jobs.streaming.task_output import task_timings
 
@@ -108,7 +108,7 @@ def _task_process(cfg: KappaConfig, source: str, records: int, outputs: list[str
     _, opts = read_options(cfg, topics=[source], starting="earliest", ending="latest", stream=True,
                            options={"emitRanges": "true"},
                            checkpoint=str(cfg.lake.checkpoint_root) + "/tasks")
-    plan = TaskPlan(rules=rules_from(cfg), windows=windows_from(cfg),
+    plan = TaskPlan(codec=RECORDS, rules=RECORDS.rules(cfg), windows=RECORDS.windows(cfg),
                     grace_ms=cfg.streaming.watermark_s * 1000, stream_points={}, fence={},
                     analyzed_topic=outputs[0], dlq_topic=outputs[1], kafka=cfg.kafka.client_config(),
                     source=opts, redis_prefix=f"bench-tasks-{os.getpid()}",

@@ -24,11 +24,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from jobs.common.errors import KappaError
+
+if TYPE_CHECKING:
+    from jobs.streaming.codec import RecordCodec
 
 Parse = Callable[[bytes, bytes | None, dict[str, Any]], dict[str, Any]]
 Analyze = Callable[[dict[str, Any], Any, dict[str, Any]], tuple[dict[str, Any], Any]]
@@ -54,6 +57,8 @@ class Definitions:
     analyze_fn: Analyze | None = None
     gold_fns: dict[str, Callable[..., Any]] = field(default_factory=dict)
     lake_queries: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    records: RecordCodec | None = None
+    """A ``kappa stream`` pipeline's per-record functions (``streaming.job: kappa-stream``)."""
 
     def parse(self, fn: Parse) -> Parse:
         """Register the record parser (decorator)."""

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
+
+if TYPE_CHECKING:
+    from jobs.common.config import KappaConfig
 
 Transform = Callable[[DataFrame], DataFrame]
 
@@ -48,6 +51,13 @@ class Windows:
     def sizes_ms(self) -> dict[str, int]:
         """The window size of each summary kind that has windows, as the summaries' read-back takes them."""
         return {"city": self.city_ms, "trending": self.trending_ms, "members": self.members_ms}
+
+
+def windows_from(cfg: KappaConfig) -> Windows:
+    """The window sizes of the config."""
+    s = cfg.streaming
+    return Windows(city_ms=s.city_window_s * 1000, trending_ms=s.trending_window_s * 1000,
+                   trending_slide_ms=s.trending_slide_s * 1000, members_ms=s.members_window_s * 1000)
 
 
 def _count_batches(windows: Windows) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:

@@ -26,9 +26,9 @@ from jobs.common.config import KappaConfig
 from jobs.common.errors import KappaError
 from jobs.common.kafka.client import producer_config
 from jobs.common.statefs import Location
-from jobs.streaming.aggregates import Windows
 from jobs.streaming.applier import BackgroundApply, BackgroundApplyFailed, BatchEffects, EffectsWriter
 from jobs.streaming.batch_metrics import Lag, Totals, batch_metrics
+from jobs.streaming.codec import stream_codec
 from jobs.streaming.gaps import check_batch_start
 from jobs.streaming.lease import QueryLease
 from jobs.streaming.preflight import watermarks
@@ -39,7 +39,6 @@ from jobs.streaming.state import BatchWatermark, PendingApplyFile
 from jobs.streaming.stream_time import StreamTimeLog, later, merge_points
 from jobs.streaming.task import TASK_SCHEMA, PhaseClock, TaskPlan, batch_task
 from jobs.streaming.task_output import split_output, task_timings
-from jobs.streaming.validate import Rules
 
 logger = logging.getLogger(__name__)
 
@@ -52,20 +51,6 @@ class StreamOutputError(KappaError):
     """The driver's summaries or metrics could not be delivered to Kafka."""
 
 
-def rules_from(cfg: KappaConfig) -> Rules:
-    """The validation rules of the config."""
-    return Rules(min_event_ms=cfg.streaming.min_event_ms,
-                   future_skew_ms=cfg.streaming.future_skew_s * 1000,
-                   max_record_bytes=cfg.collector.max_record_bytes)
-
-
-def windows_from(cfg: KappaConfig) -> Windows:
-    """The window sizes of the config."""
-    s = cfg.streaming
-    return Windows(city_ms=s.city_window_s * 1000, trending_ms=s.trending_window_s * 1000,
-                   trending_slide_ms=s.trending_slide_s * 1000, members_ms=s.members_window_s * 1000)
-
-
 class BatchProcessor:
     """The ``foreachBatch`` function of one query; holds the driver's clients."""
 
@@ -74,7 +59,8 @@ class BatchProcessor:
         self.cfg, self.query, self.sinks = cfg, query, sinks
         self.stream_log, self.redis = StreamTimeLog(checkpoint), redis_sink
         self.grace_ms = cfg.streaming.watermark_s * 1000
-        self.rules, self.windows = rules_from(cfg), windows_from(cfg)
+        self.codec = stream_codec()
+        self.rules, self.windows = self.codec.rules(cfg), self.codec.windows(cfg)
         self.producer = Producer(producer_config(cfg.kafka.client_config()))
         self._produced = 0
         self.lag = Lag(cfg.kafka.client_config())
@@ -230,7 +216,7 @@ class BatchProcessor:
     def _plan(self, points: Mapping[Partition, Mapping[int, int | None]],
               fence: Mapping[Partition, int]) -> TaskPlan:
         s, produces = self.cfg.streaming, KAFKA in self.sinks
-        return TaskPlan(rules=self.rules, windows=self.windows, grace_ms=self.grace_ms,
+        return TaskPlan(codec=self.codec, rules=self.rules, windows=self.windows, grace_ms=self.grace_ms,
                         stream_points={tp: dict(offsets) for tp, offsets in points.items()},
                         fence=dict(fence), analyzed_topic=s.analyzed_topic if produces else None,
                         dlq_topic=s.dlq_topic if produces else None,

@@ -22,8 +22,9 @@ from jobs.common.errors import KappaError
 from jobs.common.kafka.adapter import read_options
 from jobs.common.spark_backends import choose_backends
 from jobs.common.statefs import Location
-from jobs.streaming.batch import BatchProcessor, windows_from
+from jobs.streaming.batch import BatchProcessor
 from jobs.streaming.checkpoint import after_failure, corrupt, corrupt_remedy
+from jobs.streaming.codec import stream_codec
 from jobs.streaming.gaps import check_replay_start
 from jobs.streaming.lease import LeaseLost, QueryLease, hold_query
 from jobs.streaming.preflight import check_retention
@@ -120,7 +121,7 @@ def _run(cfg: KappaConfig, spec: RunSpec, query: str, checkpoint, *, progress: C
          on_query_end: Callable[[], None] | None = None, lease: QueryLease | None = None) -> Report:
     from jobs.common.spark import build_spark
 
-    windows = asdict(windows_from(cfg))
+    windows = asdict(stream_codec().windows(cfg))
     check_fingerprint(checkpoint, fingerprint([cfg.streaming.source_topic], windows,
                                               sorted(spec.sinks)), query)
     broken = corrupt(checkpoint)

@@ -8,12 +8,23 @@ tests. Contracts in docs/streaming.md ("rsvps.analyzed", "rsvps.dlq", "What coun
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from operator import attrgetter
 from typing import Any
 
 import msgspec
 
-from jobs.streaming.aggregates import CITY, EVENT, MEMBER, MEMBER_ALL, TOPIC, TOPIC_MINUTE, Windows
-from jobs.streaming.validate import coordinates, normalize_city
+from jobs.streaming.aggregates import (
+    CITY,
+    EVENT,
+    MEMBER,
+    MEMBER_ALL,
+    TOPIC,
+    TOPIC_MINUTE,
+    Windows,
+    windows_from,
+)
+from jobs.streaming.codec import RecordCodec
+from jobs.streaming.validate import coordinates, normalize_city, parse, rules_from
 
 ANALYZED_SCHEMA_VERSION = 1
 ANALYZED_COLUMNS = (
@@ -150,3 +161,9 @@ def _row(kind: str, start: int, item: str, n: int, no: int = 0, guests: int = 0,
          label: str | None = None) -> dict[str, Any]:
     return {"kind": kind, "window_start": start, "item": item, "n": n, "no": no, "guests": guests,
             "label": label}
+
+
+RECORDS = RecordCodec(parse=parse, event_ms=attrgetter("mtime"), analyzed=analyzed,
+                      analyzed_value=analyzed_value, analyzed_key="event_id", counter=Increments,
+                      rules=rules_from, windows=windows_from)
+"""What the streaming job calls per RSVP (registered in pipelines/rsvp/pipeline.py)."""

@@ -129,7 +129,7 @@ class StreamTimeUnavailable(RuntimeError):
 class StreamCursors:
     """A task's stream time per partition as it goes through its rows in offset order.
 
-    ``plan``: the task's plan (``stream_points``, ``rules``, ``kafka``).
+    ``plan``: the task's plan (``stream_points``, ``codec``, ``rules``, ``kafka``).
     """
 
     def __init__(self, plan: Any) -> None:
@@ -164,8 +164,8 @@ def scan_stream_time(plan: Any, topic: str, partition: int, near: tuple[int, int
     from confluent_kafka import Consumer, TopicPartition
 
     from jobs.common.kafka.client import consumer_config
-    from jobs.streaming.validate import parse
 
+    parse, event_ms = plan.codec.parse, plan.codec.event_ms
     consumer = Consumer(consumer_config(dict(plan.kafka), "kappa-stream-time"))
     try:
         low, _ = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=SCAN_TIMEOUT_S,
@@ -192,9 +192,9 @@ def scan_stream_time(plan: Any, topic: str, partition: int, near: tuple[int, int
                     break
                 scanned += 1
                 kind, millis = message.timestamp()
-                rsvp, reason = parse(message.value(), millis if kind else None, plan.rules)
+                record, reason = parse(message.value(), millis if kind else None, plan.rules)
                 if reason is None:
-                    stream_ms = advance(stream_ms, rsvp.mtime)
+                    stream_ms = advance(stream_ms, event_ms(record))
         logger.info("stream time topic=%s partition=%d offset=%d from=%d scanned=%d stream_ms=%s",
                     topic, partition, offset, start, scanned, stream_ms)
         return stream_ms

@@ -2,10 +2,11 @@
 
 The job runs ``df.mapInArrow(batch_task(plan), TASK_SCHEMA)`` once per micro-batch: every task
 reads its Kafka records once (with the kafka-py source: its offset ranges, read here),
-validates each with :func:`jobs.streaming.validate.parse`, produces the analyzed record or the
-dead letter (the Kafka edge, :class:`TaskProducer`, flushed before the task ends, so a batch
-never commits with undelivered records), adds its member ids to the Redis HyperLogLogs
-(idempotent) and counts the other summary increments and per-partition stats of its rows. Only
+validates each with the pipeline's parser (``plan.codec``, :mod:`jobs.streaming.codec`),
+produces the analyzed record or the dead letter (the Kafka edge, :class:`TaskProducer`, flushed
+before the task ends, so a batch never commits with undelivered records), adds the distinct
+counts' items to the Redis HyperLogLogs (idempotent) and counts the other summary increments
+and per-partition stats of its rows. Only
 those counts go back to the driver, which sums them and applies them to Redis in one fenced
 transaction. One Spark job per batch, no cache, no
 shuffle: docs/explanation/streaming-performance.md has the measurements behind the choice.
@@ -29,11 +30,10 @@ from jobs.common.kafka.offsets import OffsetRange
 from jobs.common.kafka.options import parse_source_options
 from jobs.common.kafka.sink import TaskProducer
 from jobs.common.memory import gc_paused, release_memory
-from jobs.streaming.aggregates import INCREMENT_SCHEMA, MEMBERS_ADDED, Windows, increment_arrow_schema
+from jobs.streaming.aggregates import INCREMENT_SCHEMA, MEMBERS_ADDED, increment_arrow_schema
+from jobs.streaming.codec import Counter, RecordCodec
 from jobs.streaming.dead_letters import dead_letter_headers, dead_letter_value
-from jobs.streaming.records import Increments, analyzed, analyzed_value
 from jobs.streaming.stream_time import StreamCursors, later
-from jobs.streaming.validate import Rules, parse
 
 Partition = tuple[str, int]
 STATS_KIND = "_stats"
@@ -49,8 +49,12 @@ RANGE_COLUMNS = ("topic", "partition", "startOffset", "endOffset", "resumes")
 class TaskPlan:
     """What every task of one batch does; shipped to the executors with the function."""
 
-    rules: Rules
-    windows: Windows
+    codec: RecordCodec
+    """The pipeline's per-record functions (:func:`jobs.streaming.codec.stream_codec`)."""
+    rules: Any
+    """The codec's validation rules."""
+    windows: Any
+    """The codec's window sizes."""
     grace_ms: int
     """A valid record is late when its event time is more than this below its stream time."""
     stream_points: Mapping[Partition, Mapping[int, int | None]]
@@ -64,7 +68,7 @@ class TaskPlan:
     source: Mapping[str, str] | None = None
     """The Kafka read's options when the input is offset ranges (``emitRanges``), else None."""
     redis: tuple[tuple[str, Any], ...] | None = None
-    """Redis client arguments: the tasks add their members to the HyperLogLogs themselves."""
+    """Redis client arguments: the tasks add their distinct items to the HyperLogLogs themselves."""
     redis_prefix: str = "kappa"
     fenced: bool = False
     """The driver has seen the fence hash in Redis: a task that finds it gone after adding its
@@ -86,7 +90,7 @@ def batch_task(plan: TaskPlan) -> Callable[[Iterator[pa.RecordBatch]], Iterator[
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         clock = PhaseClock()
         producer = TaskProducer(plan.kafka, plan.flush_timeout_ms) if plan.produces else None
-        increments = Increments(plan.windows) if plan.count else None
+        increments = plan.codec.counter(plan.windows) if plan.count else None
         stats: dict[tuple[str, int, bool], list[Any]] = {}
         cursors = StreamCursors(plan)
         with gc_paused():
@@ -149,11 +153,11 @@ class PhaseClock:
                 "label": json.dumps(label)}
 
 
-def _add_members(plan: TaskPlan, increments: Increments) -> list[dict[str, Any]]:
-    """PFADD the task's member ids (idempotent, no fence needed); one row per window touched.
+def _add_members(plan: TaskPlan, increments: Counter) -> list[dict[str, Any]]:
+    """PFADD the task's distinct-count items (idempotent, no fence needed); one row per window touched.
 
-    Members are most of a batch's increment keys (one per member and window, and one per member
-    all-time); added here, they never travel to the driver (docs/streaming.md, "Redis keys").
+    They are most of a batch's increment keys (one per item and window, and one per item all
+    time); added here, they never travel to the driver (docs/streaming.md, "Redis keys").
     """
     from jobs.streaming.members import write_members
     from jobs.streaming.redis_sink import Keys, task_client
@@ -166,7 +170,7 @@ def _add_members(plan: TaskPlan, increments: Increments) -> list[dict[str, Any]]
 
 
 def members_added(members: Mapping[int, list[str]]) -> list[dict[str, Any]]:
-    """The increment rows that tell the driver which member windows a task added to (its index)."""
+    """The increment rows that tell the driver which distinct-count windows a task added to (its index)."""
     return [{"kind": MEMBERS_ADDED, "window_start": start, "item": "", "n": len(ids), "no": 0,
              "guests": 0, "label": None} for start, ids in members.items() if start >= 0]
 
@@ -199,7 +203,7 @@ def kafka_millis(batch: pa.RecordBatch) -> list[int | None]:
 
 
 def _one_batch(batch: pa.RecordBatch, plan: TaskPlan, producer: TaskProducer | None,
-               increments: Increments | None, stats: dict[tuple[str, int, bool], list[Any]], *,
+               increments: Counter | None, stats: dict[tuple[str, int, bool], list[Any]], *,
                cursors: StreamCursors) -> None:
     """Validate, produce and count one source batch, a run of one topic-partition at a time.
 
@@ -258,7 +262,7 @@ def _partition_runs(batch: pa.RecordBatch, offsets: list[int]
 
 
 def _records(rows: Iterator[tuple[Any, Any, Any, Any]], topic: str, partition: int, plan: TaskPlan,
-             stream_ms: int | None, *, producer: TaskProducer | None, increments: Increments | None
+             stream_ms: int | None, *, producer: TaskProducer | None, increments: Counter | None
              ) -> tuple[int, int, int, int | None, int | None]:
     """The record loop over rows of one topic-partition in offset order.
 
@@ -266,20 +270,22 @@ def _records(rows: Iterator[tuple[Any, Any, Any, Any]], topic: str, partition: i
     is the stream time at the first row. ``increments``: where the rows' summary counts go
     (None: the rows are not applicable).
     """
-    rules, grace = plan.rules, plan.grace_ms
+    rules, grace, codec = plan.rules, plan.grace_ms, plan.codec
+    parse, event_ms, analyzed = codec.parse, codec.event_ms, codec.analyzed
+    analyzed_value, analyzed_key = codec.analyzed_value, codec.analyzed_key
     valid = dlq = late = 0
     max_event: int | None = None
     count = increments.add if increments is not None else None
     for key, value, offset, kafka_ms in rows:
-        rsvp, reason = parse(value, kafka_ms, rules)
+        parsed, reason = parse(value, kafka_ms, rules)
         if reason is not None:
             dlq += 1
             if producer is not None:
                 producer.produce(plan.dlq_topic, dead_letter_value(value), key, headers=dead_letter_headers(
                     reason, topic, partition, offset, len(value) if value is not None else 0))
             continue
-        mtime = rsvp.mtime
-        record = analyzed(rsvp, topic, partition, offset, kafka_ms,
+        mtime = event_ms(parsed)
+        record = analyzed(parsed, topic, partition, offset, kafka_ms,
                           late=stream_ms is not None and mtime < stream_ms - grace)
         valid += 1
         late += record["late"]
@@ -288,7 +294,7 @@ def _records(rows: Iterator[tuple[Any, Any, Any, Any]], topic: str, partition: i
         if max_event is None or mtime > max_event:
             max_event = mtime
         if producer is not None:
-            producer.produce(plan.analyzed_topic, analyzed_value(record), record["event_id"].encode())
+            producer.produce(plan.analyzed_topic, analyzed_value(record), record[analyzed_key].encode())
         if count is not None:
             count(record)
     return valid, dlq, late, max_event, stream_ms

@@ -15,11 +15,14 @@ import functools
 import json
 import re
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 
 from jobs.common import rsvp_schema as schema
+
+if TYPE_CHECKING:
+    from jobs.common.config import KappaConfig
 
 LAT_RANGE = (-90.0, 90.0)
 LON_RANGE = (-180.0, 180.0)
@@ -37,6 +40,13 @@ class Rules:
     min_event_ms: int = 946_684_800_000
     future_skew_ms: int = 300_000
     max_record_bytes: int = 65_536
+
+
+def rules_from(cfg: KappaConfig) -> Rules:
+    """The validation rules of the config."""
+    return Rules(min_event_ms=cfg.streaming.min_event_ms,
+                 future_skew_ms=cfg.streaming.future_skew_s * 1000,
+                 max_record_bytes=cfg.collector.max_record_bytes)
 
 
 def _struct(name: str, fields: tuple[schema.Field, ...]) -> type[msgspec.Struct]:

@@ -14,11 +14,12 @@ import pyarrow as pa
 from jobs.batch import transforms
 from jobs.common import rsvp_schema
 from jobs.pipelines import Reject, definitions
-from jobs.streaming.records import analyzed
+from jobs.streaming.records import RECORDS, analyzed
 from jobs.streaming.validate import Rules
 from jobs.streaming.validate import parse as parse_rsvp
 
 pipeline = definitions(__file__)
+pipeline.records = RECORDS
 pipeline.reasons = (rsvp_schema.OVERSIZE, "too_deep", "number_too_long", rsvp_schema.INVALID_JSON,
                     "not_an_object", rsvp_schema.WRONG_TYPE, rsvp_schema.MISSING_FIELD, "invalid_value",
                     "bad_event_time")

@@ -11,6 +11,7 @@ import pytest
 from jobs.common.kafka.arrow import arrow_schema
 from jobs.common.memory import gc_paused
 from jobs.streaming.aggregates import Windows
+from jobs.streaming.records import RECORDS
 from jobs.streaming.task import TaskPlan, batch_task
 from jobs.streaming.validate import Rules
 
@@ -48,7 +49,8 @@ def test_the_task_reads_and_counts_its_records_with_the_collector_off() -> None:
               "timestamp": None, "timestampType": 0}], schema=arrow_schema(False))
         seen.append(gc.isenabled())
 
-    plan = TaskPlan(rules=Rules(min_event_ms=0, future_skew_ms=60_000, max_record_bytes=1 << 20),
+    plan = TaskPlan(codec=RECORDS,
+                    rules=Rules(min_event_ms=0, future_skew_ms=60_000, max_record_bytes=1 << 20),
                     windows=Windows(city_ms=60_000, trending_ms=600_000, trending_slide_ms=60_000,
                                     members_ms=60_000),
                     grace_ms=60_000, stream_points={("rsvps.raw", 0): {7: None}}, fence={},

@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from jobs.common.kafka.arrow import arrow_schema
 from jobs.streaming.aggregates import Windows
+from jobs.streaming.records import RECORDS
 from jobs.streaming.task import TaskPlan, batch_task
 from jobs.streaming.validate import Rules
 
@@ -42,7 +43,7 @@ def _run(rows: list[dict[str, Any]], fence: dict[tuple[str, int], int],
             first = points.setdefault((RAW, row["partition"]), {row["offset"]: None})
             if row["offset"] < min(first):
                 points[(RAW, row["partition"])] = {row["offset"]: None}
-    plan = TaskPlan(rules=Rules(min_event_ms=946_684_800_000, future_skew_ms=300_000,
+    plan = TaskPlan(codec=RECORDS, rules=Rules(min_event_ms=946_684_800_000, future_skew_ms=300_000,
                                 max_record_bytes=2_000),
                     windows=WINDOWS, grace_ms=GRACE_MS, stream_points=points, fence=fence,
                     analyzed_topic=None, dlq_topic=None, kafka={})
