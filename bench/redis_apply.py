@@ -32,11 +32,12 @@ from streaming_support import exit_on_sigterm
 from jobs.collector.generator import RsvpGenerator
 from jobs.common.config import load_config
 from jobs.common.stack import REDIS_PERSISTENCE, redis_server_binary
-from jobs.streaming.aggregates import increments_table, windows_from
-from jobs.streaming.records import Increments, analyzed
+from jobs.streaming.aggregates import increments_table
 from jobs.streaming.redis_script import FencedApply
 from jobs.streaming.redis_sink import RedisSummarySink
-from jobs.streaming.validate import Rules, parse
+from pipelines.rsvp.aggregates import windows_from
+from pipelines.rsvp.records import Increments, analyzed
+from pipelines.rsvp.validate import Rules, parse
 
 RAW = "bench.raw"
 SLOWLOG_US = 1000

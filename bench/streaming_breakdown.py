@@ -18,8 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 from jobs.common.config import KappaConfig
-from jobs.streaming.records import RECORDS
 from jobs.streaming.task import TASK_SCHEMA, TaskPlan, batch_task
+from pipelines.rsvp.records import RECORDS
 
 MODES = ("read", "process", "produce")
 

@@ -26,13 +26,13 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from jobs.common.config import KappaConfig
 from jobs.common.kafka.client import producer_config
-from jobs.streaming.aggregates import windows_from
 from jobs.streaming.applier import BatchEffects, EffectsWriter
 from jobs.streaming.dead_letters import dead_letter_headers, dead_letter_value
-from jobs.streaming.records import Increments, analyzed, analyzed_value
 from jobs.streaming.redis_sink import Keys, RedisSummarySink, add_members
 from jobs.streaming.task import members_added
-from jobs.streaming.validate import parse, rules_from
+from pipelines.rsvp.aggregates import windows_from
+from pipelines.rsvp.records import Increments, analyzed, analyzed_value
+from pipelines.rsvp.validate import parse, rules_from
 
 CONSUME_BATCH = 20_000
 _encode = msgspec.json.Encoder().encode

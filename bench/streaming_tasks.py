@@ -45,9 +45,9 @@ from streaming_support import PARTITIONS, drop_topics, new_topic
 from jobs.common.config import KappaConfig
 from jobs.common.kafka.adapter import read_options
 from jobs.common.kafka.offsets import OffsetRange, group_ranges
-from jobs.streaming.records import RECORDS
 from jobs.streaming.task import RANGE_COLUMNS, TaskPlan, batch_task
 from jobs.streaming.task_output import task_timings
+from pipelines.rsvp.records import RECORDS
 
 RANGES_ARROW = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("startOffset", pa.int64()),
                           ("endOffset", pa.int64()), ("continued", pa.bool_())])

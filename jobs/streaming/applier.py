@@ -3,7 +3,7 @@
 :class:`BatchEffects` is what one batch changes in Redis and publishes: the summed increments,
 the fence it expects and the fence it moves to, its totals and its metrics. :class:`EffectsWriter`
 applies them (the fenced script of jobs/streaming/redis_script.py, which also reads the changed
-summaries back), publishes them to ``rsvps.summaries`` and the metrics to ``platform.metrics`` and Redis.
+summaries back), publishes them to the summaries topic and the metrics to ``platform.metrics`` and Redis.
 
 With ``streaming.apply_in_background`` (the default) the driver does not wait for that before the
 next batch (docs/streaming.md, "The fence"). For batch N:

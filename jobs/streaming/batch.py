@@ -1,4 +1,4 @@
-"""One micro-batch of the RSVP job: the ``foreachBatch`` function (docs/streaming.md).
+"""One micro-batch of ``kappa stream``: the ``foreachBatch`` function (docs/streaming.md).
 
 Order of effects, chosen so that a crash at any point loses nothing and counts nothing twice:
 Kafka outputs (at least once, keyed, flushed by the tasks), then the batch's Redis effects

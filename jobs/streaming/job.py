@@ -1,4 +1,4 @@
-"""``kappa stream run``: the RSVP streaming job, live or as a bounded replay, one code path.
+"""``kappa stream run``: the pipeline's streaming job, live or as a bounded replay, one code path.
 
 ``live`` runs with a processing-time trigger until SIGTERM/SIGINT, then stops after the
 current batch and returns. ``replay`` reads an explicit range with ``availableNow`` and

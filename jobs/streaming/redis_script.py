@@ -8,7 +8,7 @@ new offsets). Redis runs a transaction alone, and refuses it when another client
 fence since the check, so each chunk is made once or not at all, a batch resumed after a crash
 skips the chunks already made, and a batch replayed after it was applied (same offsets) makes
 nothing. The commands are sent as RESP bytes (:mod:`jobs.streaming.resp`); the reads of what the
-batch changed (the summaries published to rsvps.summaries) go in the last transaction, after the
+batch changed (the summaries published to the summaries topic) go in the last transaction, after the
 fence moved, or as a pipeline after it when there are many.
 """
 

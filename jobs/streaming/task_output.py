@@ -21,7 +21,7 @@ def split_output(table: pa.Table) -> tuple[list[dict[str, Any]], pa.Table]:
     """Task output -> (per-partition stats summed across tasks, increments summed by key).
 
     The increments are summed in Arrow (one hash aggregation in C++, not a Python loop over
-    every task's rows): ``n``, ``no`` and ``guests`` add up, ``label`` is the greatest. They stay
+    every task's rows): the counts and sums add up, ``label`` is the greatest. They stay
     a table (:func:`~jobs.streaming.aggregates.increment_arrow_schema`) up to the Redis apply,
     which formats the events' writes column-wise.
     """

@@ -1,7 +1,7 @@
 """The RSVP pipeline's code: its record parser, per-record transform and gold transforms.
 
-The functions are the ones the streaming job and the batch tier run (jobs/streaming/validate.py,
-jobs/streaming/records.py, jobs/batch/transforms.py), registered here so the pipeline's
+The functions are the ones the streaming job and the batch tier run (pipelines/rsvp/validate.py,
+pipelines/rsvp/records.py, jobs/batch/transforms.py), registered here so the pipeline's
 definition is whole and validated (``kappa pipelines validate rsvp``).
 """
 
@@ -14,9 +14,9 @@ import pyarrow as pa
 from jobs.batch import transforms
 from jobs.common import rsvp_schema
 from jobs.pipelines import Reject, definitions
-from jobs.streaming.records import RECORDS, analyzed
-from jobs.streaming.validate import Rules
-from jobs.streaming.validate import parse as parse_rsvp
+from pipelines.rsvp.records import RECORDS, analyzed
+from pipelines.rsvp.validate import Rules
+from pipelines.rsvp.validate import parse as parse_rsvp
 
 pipeline = definitions(__file__)
 pipeline.records = RECORDS

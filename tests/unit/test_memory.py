@@ -10,10 +10,10 @@ import pytest
 
 from jobs.common.kafka.arrow import arrow_schema
 from jobs.common.memory import gc_paused
-from jobs.streaming.aggregates import Windows
-from jobs.streaming.records import RECORDS
 from jobs.streaming.task import TaskPlan, batch_task
-from jobs.streaming.validate import Rules
+from pipelines.rsvp.aggregates import Windows
+from pipelines.rsvp.records import RECORDS
+from pipelines.rsvp.validate import Rules
 
 
 @pytest.fixture(autouse=True)

@@ -11,15 +11,10 @@ import pytest
 from pyspark.sql import Row
 from pyspark.testing import assertDataFrameEqual
 
-from jobs.streaming.aggregates import (
-    INCREMENT_COLUMNS,
-    Windows,
-    increment_arrow_schema,
-    increments_table,
-    summary_increments,
-)
-from jobs.streaming.records import Increments
+from jobs.streaming.aggregates import INCREMENT_COLUMNS, increment_arrow_schema, increments_table
 from jobs.streaming.task_output import split_output, task_timings
+from pipelines.rsvp.aggregates import Windows, summary_increments
+from pipelines.rsvp.records import Increments
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z, a multiple of every window size below
 MINUTE = 60_000

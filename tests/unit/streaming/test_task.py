@@ -14,10 +14,10 @@ from typing import Any
 import pyarrow as pa
 
 from jobs.common.kafka.arrow import arrow_schema
-from jobs.streaming.aggregates import Windows
-from jobs.streaming.records import RECORDS
 from jobs.streaming.task import TaskPlan, batch_task
-from jobs.streaming.validate import Rules
+from pipelines.rsvp.aggregates import Windows
+from pipelines.rsvp.records import RECORDS
+from pipelines.rsvp.validate import Rules
 
 from .test_transforms import T0, record
 

@@ -14,7 +14,7 @@ from typing import Any
 from pyspark.sql import Row
 from pyspark.testing import assertDataFrameEqual
 
-from jobs.streaming import transforms as T
+from pipelines.rsvp import transforms as T
 
 KAFKA_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
                 "timestamp timestamp, timestampType int")
@@ -216,7 +216,7 @@ def test_dead_letters_headers_and_truncation(spark) -> None:
 
 
 def test_normalize_city() -> None:
-    from jobs.streaming.validate import normalize_city
+    from pipelines.rsvp.validate import normalize_city
 
     assert [normalize_city(c) for c in ("  new   york ", "BARCELONA", "\tsant  cugat\n", "o'neil city")] == [
         "New York", "Barcelona", "Sant Cugat", "O'neil City"]

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from jobs.streaming.validate import Rules, normalize_city, parse
+from pipelines.rsvp.validate import Rules, normalize_city, parse
 
 from .test_transforms import DELETE, T0, record
 

@@ -4,7 +4,7 @@ On PYTHONPATH, Python imports this at the start of every process (the CLI, Spark
 workers), so the job's tasks run the variant as a fixed transform would run after a deploy.
 """
 
-from jobs.streaming import records
+from pipelines.rsvp import records
 
 _original = records.normalize_city
 

@@ -2,7 +2,7 @@
 
 Every function here is ``DataFrame -> DataFrame`` (or a factory of one) and never touches a
 SparkSession, a reader or a writer. Each is a ``mapInArrow`` over the plain-Python functions of
-:mod:`jobs.streaming.validate` and :mod:`jobs.streaming.records`, the same functions the job's
+:mod:`pipelines.rsvp.validate` and :mod:`pipelines.rsvp.records`, the same functions the job's
 per-task pass calls (:mod:`jobs.streaming.task`), so a DataFrame built here holds exactly what
 the job writes. Input is a DataFrame of Spark's Kafka source schema (``key``, ``value``,
 ``topic``, ``partition``, ``offset``, ``timestamp``); the output contracts are in
@@ -21,9 +21,9 @@ from pyspark.sql.window import Window
 
 from jobs.common import rsvp_schema as schema
 from jobs.streaming.dead_letters import MAX_DLQ_VALUE_BYTES
-from jobs.streaming.records import ANALYZED_SCHEMA_VERSION
 from jobs.streaming.task import kafka_millis
-from jobs.streaming.validate import Rules
+from pipelines.rsvp.records import ANALYZED_SCHEMA_VERSION
+from pipelines.rsvp.validate import Rules
 
 __all__ = ["ANALYZED_SCHEMA", "ANALYZED_SCHEMA_VERSION", "MAX_DLQ_VALUE_BYTES", "Rules", "analyzed",
            "analyzed_records", "dead_letters", "flag_late", "invalid", "parse_rsvps", "reason_code", "valid"]
@@ -51,7 +51,7 @@ def _parse_batches(rules: Rules, out_schema: T.StructType) -> ArrowFunction:
         import msgspec
         from pyspark.sql.pandas.types import to_arrow_type
 
-        from jobs.streaming.validate import parse
+        from pipelines.rsvp.validate import parse
 
         rsvp_type = to_arrow_type(out_schema["rsvp"].dataType)
         for batch in batches:
@@ -115,8 +115,8 @@ def _analyze_batches() -> ArrowFunction:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import msgspec
 
-        from jobs.streaming.records import analyzed as analyze
-        from jobs.streaming.validate import Rsvp
+        from pipelines.rsvp.records import analyzed as analyze
+        from pipelines.rsvp.validate import Rsvp
 
         for batch in batches:
             rows = zip(batch.column("rsvp").to_pylist(), batch.column("topic").to_pylist(),
@@ -142,7 +142,7 @@ def analyzed() -> Transform:
 
 def _record_batches(topic: str) -> ArrowFunction:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from jobs.streaming.records import ANALYZED_COLUMNS, analyzed_value
+        from pipelines.rsvp.records import ANALYZED_COLUMNS, analyzed_value
 
         for batch in batches:
             rows = batch.select(list(ANALYZED_COLUMNS)).to_pylist()

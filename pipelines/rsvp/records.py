@@ -1,8 +1,9 @@
-"""The outputs of one RSVP record, in plain Python: analyzed record, dead letter, summary increments.
+"""The outputs of one RSVP record, in plain Python: analyzed record, summary increments.
 
-Pure functions of their arguments (no clients, no Spark), shared by the job's per-task pass
-(:mod:`jobs.streaming.task`), the DataFrame transforms (:mod:`jobs.streaming.transforms`) and the
-tests. Contracts in docs/streaming.md ("rsvps.analyzed", "rsvps.dlq", "What counts").
+Pure functions of their arguments (no clients, no Spark), shared by the streaming job's per-task
+pass (jobs/streaming/task.py, through :data:`RECORDS`), the DataFrame transforms
+(:mod:`pipelines.rsvp.transforms`) and the tests. Contracts in docs/streaming.md
+("rsvps.analyzed", "What counts").
 """
 
 from __future__ import annotations
@@ -20,11 +21,10 @@ from jobs.streaming.aggregates import (
     MEMBER_ALL,
     TOPIC,
     TOPIC_MINUTE,
-    Windows,
-    windows_from,
 )
 from jobs.streaming.codec import RecordCodec
-from jobs.streaming.validate import coordinates, normalize_city, parse, rules_from
+from pipelines.rsvp.aggregates import Windows, windows_from
+from pipelines.rsvp.validate import coordinates, normalize_city, parse, rules_from
 
 ANALYZED_SCHEMA_VERSION = 1
 ANALYZED_COLUMNS = (
