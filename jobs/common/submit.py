@@ -1,8 +1,9 @@
 """Submitting a job to a Spark cluster: the code zip and the ``spark-submit`` command line.
 
-A cluster's executors do not have this repository: the ``jobs`` package travels to them as one
-zip passed with ``--py-files`` (Spark puts it on ``sys.path`` of the driver and of every Python
-worker, which is where the ``kafka-py`` data source's readers and the foreachBatch code run).
+A cluster's executors do not have this repository: the ``jobs`` and ``pipelines`` packages (the
+engine, and the pipelines' code its tasks call) travel to them as one zip passed with
+``--py-files`` (Spark puts it on ``sys.path`` of the driver and of every Python worker, which is
+where the ``kafka-py`` data source's readers and the foreachBatch code run).
 The entry points are ``jobs/streaming/main.py`` and ``jobs/batch/main.py`` (file paths, as
 spark-submit needs).
 
@@ -23,7 +24,7 @@ from jobs.common import statefs
 from jobs.common.config import PROJECT_ROOT, KappaConfig
 from jobs.common.errors import ConfigError, KappaError
 
-PACKAGE = "jobs"
+PACKAGES = ("jobs", "pipelines")
 DIST_ZIP = PROJECT_ROOT / "var" / "dist" / "kappa-jobs.zip"
 STREAM_ENTRY = PROJECT_ROOT / "jobs" / "streaming" / "main.py"
 BATCH_ENTRY = PROJECT_ROOT / "jobs" / "batch" / "main.py"
@@ -42,21 +43,23 @@ class SubmitError(KappaError):
     """The job could not be packaged or handed to spark-submit."""
 
 
-def package_code(dest: Path = DIST_ZIP, source: Path = PROJECT_ROOT / PACKAGE) -> Path:
-    """Zip the ``jobs`` package (sources and package data, no caches) for ``--py-files``.
+def package_code(dest: Path = DIST_ZIP, root: Path = PROJECT_ROOT) -> Path:
+    """Zip the :data:`PACKAGES` under ``root`` (sources and package data, no caches) for ``--py-files``.
 
     Written to a temporary file and renamed, so a concurrent submit never ships half a zip.
     """
-    if not (source / "__init__.py").is_file():
-        raise SubmitError(f"{source} is not a Python package (no __init__.py); run from the repository")
-    files = sorted(path for path in source.rglob("*")
+    for package in PACKAGES:
+        if not (root / package / "__init__.py").is_file():
+            raise SubmitError(f"{root / package} is not a Python package (no __init__.py); run from the "
+                              "repository")
+    files = sorted(path for package in PACKAGES for path in (root / package).rglob("*")
                    if path.is_file() and not SKIP_PARTS.intersection(path.parts)
                    and not path.name.endswith(SKIP_SUFFIXES))
     dest.parent.mkdir(parents=True, exist_ok=True)
     partial = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
     with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for path in files:
-            info = zipfile.ZipInfo(str(Path(PACKAGE) / path.relative_to(source)), ZIP_EPOCH)
+            info = zipfile.ZipInfo(str(path.relative_to(root)), ZIP_EPOCH)
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
             archive.writestr(info, path.read_bytes())
