@@ -1,7 +1,8 @@
 """A dry run of pipeline definitions: every problem, one readable line each, nothing started.
 
 Checks, beyond what :mod:`jobs.pipelines.registry` finds loading each folder: the code registers
-a parser, a transform and the analyzed schema; every field a view, table or keyed state names
+a parser, a transform and the analyzed schema (and a record codec when ``kappa stream`` runs the
+pipeline); every field a view, table or keyed state names
 exists in that schema (or is one the engine adds); every gold transform and lake query a table
 or reconcile names is registered; and no two pipelines share a topic, a Redis prefix, a query
 name or a table.
@@ -37,6 +38,9 @@ def _code(item: Loaded) -> list[str]:
         out.append("code: no parser; register one with @pipeline.parse")
     if code.analyze_fn is None:
         out.append("code: no transform; register one with @pipeline.analyze")
+    if spec.streaming.job == "kappa-stream" and code.records is None:
+        out.append("code: no record codec for streaming.job kappa-stream; set pipeline.records to a "
+                   "jobs.streaming.codec.RecordCodec, or run the pipeline on the engine (job: engine)")
     if code.analyzed_schema is None:
         out.append("code: no analyzed schema; set pipeline.analyzed_schema to a pyarrow schema")
         return out

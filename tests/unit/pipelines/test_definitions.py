@@ -86,6 +86,16 @@ def test_each_mistake_is_one_line_naming_the_pipeline_and_the_place(tmp_path: Pa
     assert "\n" not in line and "Traceback" not in line
 
 
+def test_a_kappa_stream_pipeline_registers_a_record_codec(tmp_path: Path) -> None:
+    folder = write(tmp_path, "tiny")
+    spec = (folder / "pipeline.yaml").read_text().replace("redis_prefix: tiny}",
+                                                          "redis_prefix: tiny, job: kappa-stream}")
+    (folder / "pipeline.yaml").write_text(spec)
+    assert lines_of(folder) == [
+        "pipeline tiny: code: no record codec for streaming.job kappa-stream; set pipeline.records to a "
+        "jobs.streaming.codec.RecordCodec, or run the pipeline on the engine (job: engine)"]
+
+
 def test_fields_gold_transforms_and_shared_names_are_checked(tmp_path: Path) -> None:
     folder = write(tmp_path, "tiny", kind="tumbling", extra=", window_s: 60")
     spec = (folder / "pipeline.yaml").read_text().replace("key: colour", "key: shade")
