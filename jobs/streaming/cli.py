@@ -13,7 +13,7 @@ from jobs.common.config import load_config
 from jobs.common.errors import ConfigError
 from jobs.pipelines.cli import PIPELINE_OPTION, engine_pipeline
 
-stream_app = typer.Typer(no_args_is_help=True, help="Run and inspect the RSVP streaming job.")
+stream_app = typer.Typer(no_args_is_help=True, help="Run and inspect the kappa-stream pipeline's job.")
 summaries_app = typer.Typer(no_args_is_help=True, help="Read the live summaries from Redis.")
 
 JSON_OPTION = typer.Option("--json", help="Print machine-readable JSON.")

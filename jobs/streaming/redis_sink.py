@@ -51,7 +51,7 @@ MAX_INDEXED_WINDOWS = 10_000
 
 @dataclass
 class Applied:
-    """What an apply changed: the keys to read back and publish to rsvps.summaries."""
+    """What an apply changed: the keys to read back and publish to the summaries topic."""
 
     cities: set[tuple[int, str]] = field(default_factory=set)
     trending: set[int] = field(default_factory=set)
@@ -120,7 +120,7 @@ class RedisSummarySink:
     def apply_and_read(self, increments: IncrementRows, expected: Mapping[Partition, int],
                        new_fence: Mapping[Partition, int], meta: Mapping[str, Any], *,
                        windows_ms: Mapping[str, int], top_n: int) -> list[dict[str, Any]]:
-        """:meth:`apply`, and the absolute values of what it changed as rsvps.summaries records.
+        """:meth:`apply`, and the absolute values of what it changed as summary records (the summaries topic).
 
         The reads go in the last transaction of the writes, after them (up to 5,000; more as one
         pipeline after it), as RESP bytes whose replies hiredis parses in bulk: through redis-py,
@@ -217,7 +217,7 @@ class RedisSummarySink:
 
     def read_back(self, applied: Applied, windows_ms: Mapping[str, int], top_n: int,
                   ) -> list[dict[str, Any]]:
-        """The absolute values of what an apply changed, as rsvps.summaries records (read now)."""
+        """The absolute values of what an apply changed, as summary records (read now)."""
         reads = SummaryReads(self.keys, applied, windows_ms, top_n)
         return reads.records(self._apply.read(reads.reads))
 

@@ -1,4 +1,4 @@
-"""The reads of what a Redis apply changed, as rsvps.summaries records (jobs/streaming/redis_sink.py)."""
+"""The reads of what a Redis apply changed, as summary records (jobs/streaming/redis_sink.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ HLL_ERROR = 0.0081
 
 
 class SummaryReads:
-    """The reads of what an apply changed, and their replies as rsvps.summaries records.
+    """The reads of what an apply changed, and their replies as summary records (the summaries topic).
 
     The same reads go in the apply's last transaction (:meth:`RedisSummarySink.apply_and_read`)
     or, publishing a recovered batch again, alone (:meth:`RedisSummarySink.read_back`): both
@@ -37,7 +37,7 @@ class SummaryReads:
             self.events, keys("event", ""))
 
     def records(self, replies: Sequence[Any]) -> list[dict[str, Any]]:
-        """The rsvps.summaries records of the replies to :attr:`commands`."""
+        """The summary records of the replies to :attr:`commands`."""
         results, windows_ms = iter(replies), self.windows_ms
         out: list[dict[str, Any]] = []
         for start, city in self.cities:
