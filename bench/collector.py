@@ -33,11 +33,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from jobs.collector import pull  # noqa: E402
-from jobs.collector.generator import RsvpGenerator  # noqa: E402
 from jobs.collector.producer import producer_config  # noqa: E402
 from jobs.collector.service import Collector, Settings  # noqa: E402
 from jobs.common.config import load_config  # noqa: E402
 from jobs.common.stack import EmbeddedStack  # noqa: E402
+from pipelines.rsvp.generator import RsvpGenerator  # noqa: E402
 
 
 def main() -> None:

@@ -29,7 +29,6 @@ import pyarrow as pa
 import redis
 from streaming_support import exit_on_sigterm
 
-from jobs.collector.generator import RsvpGenerator
 from jobs.common.config import load_config
 from jobs.common.stack import REDIS_PERSISTENCE, redis_server_binary
 from jobs.streaming.aggregates import increments_table
@@ -38,6 +37,7 @@ from jobs.streaming.records import Increments, analyzed
 from jobs.streaming.redis_script import FencedApply
 from jobs.streaming.redis_sink import RedisSummarySink
 from jobs.streaming.validate import Rules, parse
+from pipelines.rsvp.generator import RsvpGenerator
 
 RAW = "bench.raw"
 SLOWLOG_US = 1000

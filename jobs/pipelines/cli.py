@@ -43,6 +43,22 @@ def pipeline_spec(name: str | None):
 
     Only the ``pipeline.yaml`` files are read: no pipeline code is imported.
     """
+    return _resolve(name)[1]
+
+
+def pipeline_generator(name: str | None):
+    """The name and the ``lines`` function of a pipeline's generator (default as :func:`pipeline_spec`).
+
+    Only the generator's file is imported, not the pipeline's code.
+    """
+    from jobs.pipelines.registry import load_generator
+
+    folder, spec = _resolve(name)
+    return spec.name, load_generator(folder, spec)
+
+
+def _resolve(name: str | None):
+    """The folder and the ``pipeline.yaml`` of the pipeline named, or its default."""
     import yaml
 
     from jobs.common.config import load_config
@@ -64,7 +80,7 @@ def pipeline_spec(name: str | None):
     except Exception as exc:  # a broken definition: one line, the validate command says more
         raise ConfigError(f"pipeline {wanted}: its {SPEC_FILE} is not valid ({type(exc).__name__}); run "
                           f"`kappa pipelines validate {wanted}`") from None
-    return spec
+    return folders[wanted], spec
 
 
 def _all():

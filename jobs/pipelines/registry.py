@@ -13,16 +13,19 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from types import ModuleType
+from typing import TYPE_CHECKING, cast
 
 import yaml
 from pydantic import ValidationError
 
 from jobs.common.config import PROJECT_ROOT
+from jobs.common.errors import ConfigError
 from jobs.pipelines.spec import PipelineSpec
 
 if TYPE_CHECKING:
     from jobs.pipelines.define import Definitions
+    from jobs.pipelines.generate import Lines
 
 SPEC_FILE = "pipeline.yaml"
 PATH_ENV = "KAPPA_PIPELINES_PATH"
@@ -97,24 +100,53 @@ def _import(path: Path, name: str) -> tuple[Definitions | None, str | None]:
     """Import a code file and find its :class:`Definitions` (module name ``kappa_pipeline_<name>``)."""
     from jobs.pipelines.define import Definitions
 
+    module, problem = _exec(path, f"kappa_pipeline_{name}", "code")
+    if module is None:
+        return None, f"code: {problem}"
+    found = [value for value in vars(module).values() if isinstance(value, Definitions)]
+    if len(found) != 1:
+        return None, (f"code: {path.name} defines {len(found)} `definitions(__file__)` objects; "
+                      "define exactly one")
+    return found[0], None
+
+
+def load_generator(folder: Path, spec: PipelineSpec) -> Lines:
+    """The ``lines`` function of the file a pipeline names as its ``generator``.
+
+    Only that file is imported (module name ``kappa_pipeline_<name>_generator``), not the code.
+
+    Raises:
+        ConfigError: the pipeline names no generator, or its file cannot be imported or has no
+            ``lines`` function.
+    """
+    if spec.generator is None:
+        raise ConfigError(f"pipeline {spec.name} has no generator; name a file that defines "
+                          f"`lines(options)` with `generator:` in its {SPEC_FILE}")
+    module, problem = _exec(folder / spec.generator, f"kappa_pipeline_{spec.name}_generator", "generator")
+    if module is None:
+        raise ConfigError(f"pipeline {spec.name}: generator: {problem}")
+    lines = getattr(module, "lines", None)
+    if not callable(lines):
+        raise ConfigError(f"pipeline {spec.name}: generator: {spec.generator} defines no `lines(options)` "
+                          "function; define one (jobs/pipelines/generate.py)")
+    return cast("Lines", lines)
+
+
+def _exec(path: Path, module_name: str, key: str) -> tuple[ModuleType | None, str | None]:
+    """Import the Python file a pipeline names with ``key`` as ``module_name``: the module, or the problem."""
     if not path.is_file():
-        return None, f"code: {path.name} does not exist beside pipeline.yaml; create it or fix `code:`"
-    module_name = f"kappa_pipeline_{name}"
+        return None, f"{path.name} does not exist beside pipeline.yaml; create it or fix `{key}:`"
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
-        return None, f"code: {path.name} cannot be imported; it must be a Python file"
+        return None, f"{path.name} cannot be imported; it must be a Python file"
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
     except Exception as exc:  # the pipeline's own code: any error is reported, never raised
         sys.modules.pop(module_name, None)
-        return None, f"code: importing {path.name} failed: {type(exc).__name__}: {_one_line(exc)}"
-    found = [value for value in vars(module).values() if isinstance(value, Definitions)]
-    if len(found) != 1:
-        return None, (f"code: {path.name} defines {len(found)} `definitions(__file__)` objects; "
-                      "define exactly one")
-    return found[0], None
+        return None, f"importing {path.name} failed: {type(exc).__name__}: {_one_line(exc)}"
+    return module, None
 
 
 def _one_line(exc: BaseException) -> str:

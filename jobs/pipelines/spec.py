@@ -97,6 +97,9 @@ class PipelineSpec(Section):
     name: str
     description: str = ""
     code: str = "pipeline.py"
+    generator: str | None = None
+    """A Python file beside ``pipeline.yaml`` defining ``lines(options)`` for ``kappa generate``
+    (:mod:`jobs.pipelines.generate`); None: the pipeline has no generator."""
     source: TopicDecl
     outputs: Outputs
     event_time: EventTime = Field(default_factory=EventTime)

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from jobs.collector.generator import RsvpGenerator
+from pipelines.rsvp.generator import RsvpGenerator
 from tests.integration.collector.support import read_topic, silent_port
 
 

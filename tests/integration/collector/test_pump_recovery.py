@@ -6,8 +6,8 @@ from collections import Counter
 
 from confluent_kafka import KafkaError
 
-from jobs.collector.generator import RsvpGenerator
 from jobs.collector.service import Collector, Settings
+from pipelines.rsvp.generator import RsvpGenerator
 from tests.integration.collector.support import read_topic
 
 BATCH = 1_000
