@@ -42,7 +42,7 @@ def generate(
     from jobs.collector import emit
     from jobs.collector.cli import progress
     from jobs.common.config import load_config
-    from jobs.pipelines.cli import pipeline_generator
+    from jobs.pipelines.cli import pipeline_hook
     from jobs.pipelines.generate import GenerateOptions
 
     targets = [name for name, value in (("--output", output), ("--to-collector", to_collector),
@@ -51,7 +51,10 @@ def generate(
         raise ConfigError(f"choose one destination, got {' and '.join(targets)}")
     _check_numbers(count, rate, batch_size)
     cfg = load_config()
-    _, lines = pipeline_generator(pipeline)
+    spec, lines = pipeline_hook(pipeline, "generator")
+    if lines is None:
+        raise ConfigError(f"pipeline {spec.name} has no generator; name a file that defines "
+                          "`lines(options)` with `generator:` in its pipeline.yaml")
     kinds = None if malformed_kinds is None else tuple(
         k.strip() for k in malformed_kinds.split(",") if k.strip())
     options = GenerateOptions(

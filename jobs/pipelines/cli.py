@@ -46,15 +46,16 @@ def pipeline_spec(name: str | None):
     return _resolve(name)[1]
 
 
-def pipeline_generator(name: str | None):
-    """The name and the ``lines`` function of a pipeline's generator (default as :func:`pipeline_spec`).
+def pipeline_hook(name: str | None, key: str):
+    """A pipeline's ``pipeline.yaml`` and the function of the file it names with ``key``, or None.
 
-    Only the generator's file is imported, not the pipeline's code.
+    ``key`` is ``generator`` or ``collect`` (:data:`jobs.pipelines.registry.HOOKS`); only that file
+    is imported, not the pipeline's code. The pipeline defaults as in :func:`pipeline_spec`.
     """
-    from jobs.pipelines.registry import load_generator
+    from jobs.pipelines.registry import load_hook
 
     folder, spec = _resolve(name)
-    return spec.name, load_generator(folder, spec)
+    return spec, load_hook(folder, spec, key)
 
 
 def _resolve(name: str | None):

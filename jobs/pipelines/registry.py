@@ -11,10 +11,11 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import yaml
 from pydantic import ValidationError
@@ -25,10 +26,12 @@ from jobs.pipelines.spec import PipelineSpec
 
 if TYPE_CHECKING:
     from jobs.pipelines.define import Definitions
-    from jobs.pipelines.generate import Lines
 
 SPEC_FILE = "pipeline.yaml"
 PATH_ENV = "KAPPA_PIPELINES_PATH"
+HOOKS = {"generator": "lines", "collect": "check"}
+"""The files a pipeline may name for the collector tier, and the function each defines
+(:mod:`jobs.pipelines.generate`, :mod:`jobs.common.structure`)."""
 
 
 @dataclass
@@ -70,6 +73,11 @@ def load(folder: Path) -> Loaded:
     loaded.code, problem = _import(folder / loaded.spec.code, loaded.spec.name)
     if problem:
         loaded.problems.append(problem)
+    for key in HOOKS:
+        file = getattr(loaded.spec, key)
+        if file is not None and not (folder / file).is_file():
+            loaded.problems.append(f"{key}: {file} does not exist beside {SPEC_FILE}; create it or fix "
+                                   f"`{key}:`")
     return loaded
 
 
@@ -110,26 +118,25 @@ def _import(path: Path, name: str) -> tuple[Definitions | None, str | None]:
     return found[0], None
 
 
-def load_generator(folder: Path, spec: PipelineSpec) -> Lines:
-    """The ``lines`` function of the file a pipeline names as its ``generator``.
+def load_hook(folder: Path, spec: PipelineSpec, key: str) -> Callable[..., Any] | None:
+    """The function of the file a pipeline names with ``key`` (:data:`HOOKS`), or None when it names none.
 
-    Only that file is imported (module name ``kappa_pipeline_<name>_generator``), not the code.
+    Only that file is imported (module name ``kappa_pipeline_<name>_<key>``), not the pipeline's code.
 
     Raises:
-        ConfigError: the pipeline names no generator, or its file cannot be imported or has no
-            ``lines`` function.
+        ConfigError: the file cannot be imported or does not define the function.
     """
-    if spec.generator is None:
-        raise ConfigError(f"pipeline {spec.name} has no generator; name a file that defines "
-                          f"`lines(options)` with `generator:` in its {SPEC_FILE}")
-    module, problem = _exec(folder / spec.generator, f"kappa_pipeline_{spec.name}_generator", "generator")
+    file, function = getattr(spec, key), HOOKS[key]
+    if file is None:
+        return None
+    module, problem = _exec(folder / file, f"kappa_pipeline_{spec.name}_{key}", key)
     if module is None:
-        raise ConfigError(f"pipeline {spec.name}: generator: {problem}")
-    lines = getattr(module, "lines", None)
-    if not callable(lines):
-        raise ConfigError(f"pipeline {spec.name}: generator: {spec.generator} defines no `lines(options)` "
-                          "function; define one (jobs/pipelines/generate.py)")
-    return cast("Lines", lines)
+        raise ConfigError(f"pipeline {spec.name}: {key}: {problem}")
+    found = getattr(module, function, None)
+    if not callable(found):
+        raise ConfigError(f"pipeline {spec.name}: {key}: {file} defines no `{function}` function; define "
+                          "one (docs/reference/pipeline-yaml.md)")
+    return cast("Callable[..., Any]", found)
 
 
 def _exec(path: Path, module_name: str, key: str) -> tuple[ModuleType | None, str | None]:
