@@ -60,3 +60,59 @@ def test_a_bad_pipeline_or_option_exits_2_with_one_line(args, says):
 def test_help_names_the_pipeline_option():
     result = _kappa("generate", "--help")
     assert result.returncode == 0 and "--pipeline" in result.stdout
+
+
+TINY_SPEC = """\
+name: tiny
+generator: gen.py
+collect: check.py
+source: {topic: tiny.raw, key: id}
+outputs:
+  analyzed: {topic: tiny.out}
+  dlq: {topic: tiny.dlq, partitions: 1}
+streaming: {query_name: tiny-live, redis_prefix: tiny}
+"""
+TINY_GENERATOR = """\
+from dataclasses import dataclass
+
+@dataclass(frozen=True)
+class Line:
+    line: bytes
+    key: bytes
+
+def lines(options):
+    if options.late:
+        raise ValueError("tiny records are never late")
+    return (Line(b'{"id": %d, "at": %d}' % (i, options.start_ms), b"%d" % i)
+            for i in range(options.seed, options.seed + options.count))
+"""
+TINY_CHECK = """\
+from jobs.common.structure import StructureCheck
+
+def check(record):
+    if not isinstance(record, dict) or "id" not in record:
+        return StructureCheck(None, "missing_field: id")
+    return StructureCheck(b"tiny-%d" % record["id"], None)
+"""
+
+
+def test_a_pipeline_outside_the_project_brings_its_own_generator_and_check(tmp_path, monkeypatch):
+    folder = tmp_path / "tiny"
+    folder.mkdir()
+    for name, text in (("pipeline.yaml", TINY_SPEC), ("gen.py", TINY_GENERATOR), ("check.py", TINY_CHECK)):
+        (folder / name).write_text(text)
+    monkeypatch.setenv("KAPPA_PIPELINES_PATH", str(tmp_path))
+    assert _records("--pipeline", "tiny") == [{"id": 3 + i, "at": START_MS} for i in range(40)]
+    refused = _kappa("generate", "--pipeline", "tiny", "--late", "0.5")
+    assert refused.returncode == 2 and refused.stderr.strip().splitlines() == [
+        "error: invalid fault options: tiny records are never late"]
+
+    from jobs.collector.run import pipeline_settings
+    from jobs.common.config import load_config
+    from jobs.common.structure import check_structure
+
+    settings = pipeline_settings(load_config(), "tiny")
+    assert (settings.topic, settings.dlq_topic, settings.post_path) == ("tiny.raw", "tiny.dlq", "/tiny")
+    assert check_structure(b'{"id": 7}', 100, settings.record_check).key == b"tiny-7"
+    assert check_structure(b'{"other": 7}', 100, settings.record_check).reason == "missing_field: id"
+    assert check_structure(b"[1]", 100, settings.record_check).code == "missing_field"

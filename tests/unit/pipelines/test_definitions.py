@@ -86,6 +86,15 @@ def test_each_mistake_is_one_line_naming_the_pipeline_and_the_place(tmp_path: Pa
     assert "\n" not in line and "Traceback" not in line
 
 
+def test_a_generator_or_collect_file_named_but_missing_is_one_line_each(tmp_path: Path) -> None:
+    folder = write(tmp_path, "tiny")
+    spec = (folder / "pipeline.yaml").read_text()
+    (folder / "pipeline.yaml").write_text(spec + "generator: gen.py\ncollect: check.py\n")
+    assert lines_of(folder) == [
+        "pipeline tiny: generator: gen.py does not exist beside pipeline.yaml; create it or fix `generator:`",
+        "pipeline tiny: collect: check.py does not exist beside pipeline.yaml; create it or fix `collect:`"]
+
+
 def test_fields_gold_transforms_and_shared_names_are_checked(tmp_path: Path) -> None:
     folder = write(tmp_path, "tiny", kind="tumbling", extra=", window_s: 60")
     spec = (folder / "pipeline.yaml").read_text().replace("key: colour", "key: shade")
