@@ -59,8 +59,8 @@ def generate(
         k.strip() for k in malformed_kinds.split(",") if k.strip())
     options = GenerateOptions(
         count or None, seed, int(time.time() * 1000) if start_ms is None else start_ms,
-        events_per_second=rate, late=late, out_of_order=out_of_order, duplicates=duplicates,
-        malformed=malformed, malformed_kinds=kinds, oversize_bytes=cfg.collector.max_record_bytes + 1024)
+        cfg.collector.max_record_bytes + 1024, events_per_second=rate, late=late,
+        out_of_order=out_of_order, duplicates=duplicates, malformed=malformed, malformed_kinds=kinds)
     try:
         items = lines(options)
     except ValueError as exc:

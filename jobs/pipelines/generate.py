@@ -27,6 +27,8 @@ class GenerateOptions:
     """Same seed and ``start_ms``, same records."""
     start_ms: int
     """Event time of the first record, epoch ms."""
+    oversize_bytes: int
+    """The size of an oversize record: more than the collector accepts."""
     events_per_second: float | None = None
     """How fast the generator's clock of event time runs (None: the generator's own pace)."""
     late: float = 0.0
@@ -36,8 +38,6 @@ class GenerateOptions:
     """Fractions of the records that are late, out of order, re-sent or malformed."""
     malformed_kinds: tuple[str, ...] | None = None
     """The kinds of malformed record to draw from (None: every kind the generator has)."""
-    oversize_bytes: int = 70_000
-    """The size of an oversize record: more than the collector accepts."""
 
 
 class Line(Protocol):
