@@ -52,15 +52,15 @@ def dates_of_run(run_type: object, start: datetime | None, end: datetime | None,
 def recompute(job: str, run_type: object, start: datetime | None, end: datetime | None,
               extras: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """One batch job over the run's dates (:func:`dates_of_run`); its report."""
-    from jobs.batch.run import batch_spark, run_job
     from jobs.common.config import load_config
+    from jobs.common.spark_attach import run_batch
 
     dates = dates_of_run(run_type, start, end, list(extras))
     if not dates:
         _say(f"{job}: the asset events name no changed dates; nothing to recompute")
         return {"job": job, "dates": [], "partitions_replaced": 0}
     cfg = load_config()
-    return run_job(batch_spark(cfg), cfg, job, dates, progress=_say).as_dict()
+    return run_batch(cfg, job, dates, None, _say).as_dict()
 
 
 def load_extras(results: Iterable[Mapping[str, Any]], cfg: Any = None) -> dict[str, dict[str, Any]]:
