@@ -50,8 +50,11 @@ def dates_of_run(run_type: object, start: datetime | None, end: datetime | None,
 
 
 def recompute(job: str, run_type: object, start: datetime | None, end: datetime | None,
-              extras: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
-    """One batch job over the run's dates (:func:`dates_of_run`); its report."""
+              extras: Iterable[Mapping[str, Any]] = (), *, pipeline: str | None = None) -> dict[str, Any]:
+    """One batch job of ``pipeline`` over the run's dates (:func:`dates_of_run`); its report.
+
+    ``pipeline``: default ``pipelines.default``, or the only one.
+    """
     from jobs.batch.run import batch_spark, run_job
     from jobs.common.config import load_config
 
@@ -60,7 +63,7 @@ def recompute(job: str, run_type: object, start: datetime | None, end: datetime 
         _say(f"{job}: the asset events name no changed dates; nothing to recompute")
         return {"job": job, "dates": [], "partitions_replaced": 0}
     cfg = load_config()
-    return run_job(batch_spark(cfg), cfg, job, dates, progress=_say).as_dict()
+    return run_job(batch_spark(cfg), cfg, job, dates, progress=_say, pipeline=pipeline).as_dict()
 
 
 def load_extras(results: Iterable[Mapping[str, Any]], cfg: Any = None) -> dict[str, dict[str, Any]]:
@@ -130,7 +133,7 @@ def job_asset(table: str) -> Any:
     return Asset(name=table, uri=asset_uri(table))
 
 
-def reconcile_views() -> dict[str, Any]:
+def reconcile_views(pipeline: str | None = None) -> dict[str, Any]:
     """The ``reconcile`` DAG: ``kappa batch reconcile``; a drift fails the task once, unretried."""
     from jobs.batch.reconcile import ViewsDrift, reconcile
     from jobs.batch.run import batch_spark
@@ -138,7 +141,7 @@ def reconcile_views() -> dict[str, Any]:
 
     cfg = load_config()
     try:
-        return reconcile(batch_spark(cfg), cfg, None, _say).as_dict()
+        return reconcile(batch_spark(cfg), cfg, None, _say, pipeline=pipeline).as_dict()
     except ViewsDrift as drift:
         try:
             from airflow.sdk.exceptions import AirflowFailException
