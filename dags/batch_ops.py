@@ -1,10 +1,11 @@
 """# batch_ops
 
 Recomputes the RSVP pipeline's `ops.dlq_daily` (dead letters per date, reason code and source;
-`kappa batch run dlq_daily --pipeline rsvp`) by whole `dlq_date` partitions, one Delta commit per run recording the `ops.dlq`
-version it read: daily (`@daily` data intervals, so Airflow's backfill recomputes date ranges)
-and whenever a load changed `ops.dlq` (`kafka_to_delta`; the dates the load changed, from the
-Asset event's `extra.dates`). Publishes `ops.dlq_daily` as an Asset. Runbook: docs/runbooks/dlq-growing.md.
+`kappa batch run dlq_daily --pipeline rsvp`) by whole `dlq_date` partitions, one Delta commit per
+run recording the `ops.dlq` version it read: daily (`@daily` data intervals, so Airflow's
+backfill recomputes date ranges) and whenever a load changed `ops.dlq` (`kafka_to_delta`; the
+dates the load changed, from the Asset event's `extra.dates`). Publishes `ops.dlq_daily` as an
+Asset. Runbook: docs/runbooks/dlq-growing.md.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The RSVP live views as they are now: Redis (docs/streaming.md "Redis keys") and gold.rsvp_summaries.
+"""The RSVP live views as they are when read: Redis (docs/streaming.md "Redis keys") and gold.rsvp_summaries.
 
 Both are read into the shape of jobs/batch/reconcile.py ``Views``: kind -> key -> value, with
 the keys of ``rsvps.summaries`` (``city_window/<start>/<city>``, ``members_window/<start>``,

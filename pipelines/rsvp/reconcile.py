@@ -3,7 +3,7 @@
 The RSVP views live under the key scheme of its own streaming job (docs/streaming.md "Redis
 keys"), so its reconcile is its own :class:`~jobs.batch.reconcile.ViewsCheck`: the lake's
 recomputation (pipelines/rsvp/lake_views.py, from one pinned snapshot of bronze, silver and
-ops.dlq) against what Redis holds now and the mirror of the summaries in ``gold.rsvp_summaries``
+ops.dlq) against what Redis holds when read and the mirror of the summaries in ``gold.rsvp_summaries``
 (pipelines/rsvp/live.py). Exact summaries (city windows, per-minute topic buckets, trending
 windows, event responses, all-time topics, totals) allow no difference; HyperLogLog member
 counts allow three standard errors (Redis: 0.81 %). The top-N lists of gold.rsvp_summaries are
