@@ -112,8 +112,8 @@ def reconcile(
 ) -> None:
     """Compare the pipeline's live views with the lake; exit 6 on a drift beyond its bound."""
     from jobs.batch.jobs import pipeline_definition
-    from jobs.batch.reconcile import ViewsDrift
     from jobs.batch.reconcile import reconcile as check
+    from jobs.batch.report import ViewsDrift
     from jobs.batch.run import batch_spark, date_range, parse_date
 
     if (start is None) != (end is None):

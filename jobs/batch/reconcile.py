@@ -9,22 +9,22 @@ key by key: exact kinds allow no difference, approximate ones (HyperLogLog) a re
 the top-N lists of a side are compared as lists (:func:`top_expected`). What is not compared, and
 why, is in the report. Every difference goes to ``ops.reconciliation``, the run's counts to
 ``platform.metrics``, and a difference beyond its bound raises :class:`ViewsDrift`, which
-carries the whole report. Runbook: docs/runbooks/views-drift.md.
+carries the whole report (jobs/batch/report.py). Runbook: docs/runbooks/views-drift.md.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
-from jobs.common.errors import ConfigError, KappaError
+from jobs.batch.report import RECONCILIATION_TABLE, Difference, ReconcileReport, ViewsDrift, record, text
+from jobs.common.errors import ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -35,7 +35,6 @@ logger = logging.getLogger(__name__)
 
 Views = dict[str, dict[str, Any]]   # kind -> key -> value
 Progress = Callable[[str], None]
-RECONCILIATION_TABLE = "ops.reconciliation"
 HLL_STANDARD_ERROR = 0.0081
 HLL_BOUND_ERRORS = 3
 HLL_BOUND = HLL_BOUND_ERRORS * HLL_STANDARD_ERROR
@@ -84,57 +83,6 @@ class ViewsCheck:
     ranged_not_compared: dict[str, str] = field(default_factory=dict)
 
 
-class ViewsDrift(KappaError):
-    """A live view differs from the lake's recomputation beyond its bound; ``report`` says where."""
-
-    exit_code = 6
-
-    def __init__(self, message: str, report: ReconcileReport) -> None:
-        super().__init__(message)
-        self.report = report
-
-
-@dataclass(frozen=True)
-class Difference:
-    """One key whose live value is not the lake's (a row of ``ops.reconciliation``)."""
-
-    view: str
-    kind: str
-    key: str
-    live_value: str | None
-    lake_value: str | None
-    allowed_error: float
-    verdict: str
-
-
-@dataclass
-class ReconcileReport:
-    """What one reconciliation compared and found."""
-
-    run_id: str
-    dates: list[str] | None
-    checked: dict[str, int] = field(default_factory=dict)
-    differences: list[Difference] = field(default_factory=list)
-    source_versions: dict[str, int | None] = field(default_factory=dict)
-    expired: int = 0
-    """Lake windows absent from Redis that started over ``streaming.window_ttl_s`` ago: their
-    Redis keys expired as designed, so they are not compared."""
-    compared: dict[str, list[str]] = field(default_factory=dict)
-    not_compared: list[dict[str, str]] = field(default_factory=list)
-
-    @property
-    def drifts(self) -> list[Difference]:
-        """The differences beyond their bound."""
-        return [item for item in self.differences if item.verdict == "drift"]
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready summary."""
-        return {"run_id": self.run_id, "dates": self.dates, "checked": self.checked,
-                "differences": [asdict(item) for item in self.differences], "drifts": len(self.drifts),
-                "source_versions": self.source_versions, "expired_windows_not_compared": self.expired,
-                "compared": self.compared, "not_compared": self.not_compared}
-
-
 def compare(view: str, live: Views, lake: Views, bounds: Mapping[str, float]) -> list[Difference]:
     """Every key of either side whose values differ, judged against its kind's bound.
 
@@ -152,7 +100,7 @@ def compare(view: str, live: Views, lake: Views, bounds: Mapping[str, float]) ->
                 allowed = float(math.ceil(bound * lake_value))
             within = (live_value is not None and lake_value is not None and allowed > 0
                       and abs(live_value - lake_value) <= allowed)
-            found.append(Difference(view, kind, key, _text(live_value), _text(lake_value), allowed,
+            found.append(Difference(view, kind, key, text(live_value), text(lake_value), allowed,
                                     "within_bound" if within else "drift"))
     return found
 
@@ -178,10 +126,6 @@ def top_expected(listed: Mapping[str, int], lake: Mapping[str, int], top_n: int,
         edge = counts[top_n] if len(counts) > top_n else None
         expected |= {key: value for key, value in items.items() if edge is None or value > edge}
     return expected
-
-
-def _text(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, sort_keys=True)
 
 
 def span(dates: list[date] | None) -> tuple[int, int] | None:
@@ -241,7 +185,7 @@ def reconcile(spark: SparkSession, cfg: KappaConfig, dates: list[date] | None = 
         report.differences += compare(view, live, mine, check.bounds)
         progress(f"reconcile: {view}: {report.checked[view]} keys, "
                  f"{sum(item.view == view for item in report.differences)} differences")
-    _record(cfg, report)
+    record(cfg, report)
     if report.drifts:
         keys = ", ".join(f"{item.view}:{item.key}" for item in report.drifts[:10])
         raise ViewsDrift(f"{len(report.drifts)} live view key(s) differ from the lake beyond their bound "
@@ -275,33 +219,3 @@ def unexpired(lake: Views, live: Views, ttl_s: int, report: ReconcileReport,
                      if key in have or int(key.split("/")[1]) >= oldest}
         report.expired += len(lake.get(kind, {})) - len(out[kind])
     return out
-
-
-def _record(cfg: KappaConfig, report: ReconcileReport) -> None:
-    """Append the differences to ops.reconciliation and publish the run's metric."""
-    import pyarrow as pa
-
-    from jobs.common.delta import open_delta, table_uri, write_delta
-    from jobs.common.lake_storage import storage_options
-
-    now = datetime.now(UTC)
-    if report.differences:
-        rows = [{"run_id": report.run_id, "checked_at": now, **asdict(item)} for item in report.differences]
-        uri = table_uri(cfg.lake.root, RECONCILIATION_TABLE)
-        storage = storage_options(cfg.lake)
-        write_delta(uri, pa.Table.from_pylist(rows), snapshot=open_delta(uri, storage),
-                    exclusive_create=False, storage=storage)
-    metric = {"schema_version": 1, "kind": "reconciliation", "run_id": report.run_id, "dates": report.dates,
-              "checked": report.checked, "differences": len(report.differences), "drifts": len(report.drifts),
-              "source_versions": report.source_versions, "emitted_ms": int(time.time() * 1000)}
-    _publish(cfg, metric)
-
-
-def _publish(cfg: KappaConfig, metric: Mapping[str, Any]) -> None:
-    from confluent_kafka import Producer
-
-    producer = Producer(cfg.kafka.client_config())
-    producer.produce(cfg.streaming.metrics_topic, json.dumps(metric).encode(), key=b"reconcile")
-    if producer.flush(10):
-        raise KappaError(f"the reconciliation metric was not delivered to {cfg.streaming.metrics_topic} "
-                         "within 10 s; the differences are in ops.reconciliation (see kappa stack status)")

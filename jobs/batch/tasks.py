@@ -135,7 +135,8 @@ def job_asset(table: str) -> Any:
 
 def reconcile_views(pipeline: str | None = None) -> dict[str, Any]:
     """The ``reconcile`` DAG: ``kappa batch reconcile``; a drift fails the task once, unretried."""
-    from jobs.batch.reconcile import ViewsDrift, reconcile
+    from jobs.batch.reconcile import reconcile
+    from jobs.batch.report import ViewsDrift
     from jobs.batch.run import batch_spark
     from jobs.common.config import load_config
 

@@ -91,7 +91,7 @@ def reconcile(
         "--json", help="Print the report as JSON, with every difference, also on a drift (exit 6).")] = False,
 ) -> None:
     """Compare the views named in `reconcile:` with their lake queries over silver; exit 6 on a difference."""
-    from jobs.batch.reconcile import ViewsDrift
+    from jobs.batch.report import ViewsDrift
     from jobs.batch.run import batch_spark
     from jobs.common.config import load_config
     from jobs.engine.lake.reconcile import checked_entries, reconcile_pipeline

@@ -18,7 +18,7 @@ from jobs.batch.reconcile import Views
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from jobs.batch.reconcile import ReconcileReport
+    from jobs.batch.report import ReconcileReport
     from jobs.common.config import KappaConfig
 
 RSVP_COLUMNS = "rsvp_id long, event_id string, member_id long, topics array<string>, city string"

@@ -24,7 +24,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from jobs.batch.reconcile import ReconcileReport
+from jobs.batch.report import ReconcileReport
 from jobs.batch.run import run_job
 from jobs.common.config import KappaConfig, load_config
 from jobs.common.delta import Commit, DeltaConflictError, open_delta, table_uri, write_delta

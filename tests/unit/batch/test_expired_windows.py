@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import time
 
-from jobs.batch.reconcile import ReconcileReport, unexpired
+from jobs.batch.reconcile import unexpired
+from jobs.batch.report import ReconcileReport
 from pipelines.rsvp.reconcile import WINDOWED
 
 DAY_MS = 86_400_000
