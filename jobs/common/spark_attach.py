@@ -98,16 +98,17 @@ def run_load(cfg: KappaConfig, chosen: list, bound, progress: Callable[[str], No
     return run_here(loader_spark(cfg, app_name=app_name), cfg, chosen, bound, progress)
 
 
-def run_batch(cfg: KappaConfig, job: str, dates: list, versions: dict[str, int] | None,
-              progress: Callable[[str], None]) -> Any:
-    """``jobs.batch.run.run_job`` of a job named ``job`` on the service when it is up, else here."""
-    result = run_on_service(cfg, "batch", {"job": job, "dates": list(dates), "versions": versions},
-                            progress)
+def run_batch(cfg: KappaConfig, job: str, dates: list, progress: Callable[[str], None], *,
+              versions: dict[str, int] | None = None, pipeline: str | None = None) -> Any:
+    """``jobs.batch.run.run_job`` of ``pipeline``'s job ``job`` on the service when it is up, else here."""
+    result = run_on_service(cfg, "batch", {"job": job, "dates": list(dates), "versions": versions,
+                                           "pipeline": pipeline}, progress)
     if result is not COLD:
         return result
     from jobs.batch.run import batch_spark, run_job
 
-    return run_job(batch_spark(cfg), cfg, job, dates, versions=versions, progress=progress)
+    return run_job(batch_spark(cfg), cfg, job, dates, versions=versions, progress=progress,
+                   pipeline=pipeline)
 
 
 def run_on_service(cfg: KappaConfig, op: str, args: dict[str, Any],

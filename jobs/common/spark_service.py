@@ -251,7 +251,7 @@ def _batch(spark, cfg: KappaConfig, args: dict[str, Any], progress: Callable[[st
 
     del spark, stop
     return run_job(batch_spark(cfg), cfg, args["job"], args["dates"], versions=args.get("versions"),
-                   progress=progress)
+                   progress=progress, pipeline=args.get("pipeline"))
 
 
 JOBS: dict[str, Callable[..., Any]] = {"stream": _stream, "load": _load, "batch": _batch}

@@ -65,6 +65,33 @@ def discover(environ: dict[str, str] | None = None) -> list[Path]:
     return found
 
 
+def find(name: str | None, default: str | None = None) -> Path:
+    """The folder of pipeline ``name`` (None: ``default``, else the only one found).
+
+    ConfigError naming the pipelines found when there is no such pipeline, or several and no name.
+    """
+    folders = {folder.name: folder for folder in discover()}
+    wanted = name or default
+    if wanted is None:
+        if len(folders) != 1:
+            raise ConfigError(f"{len(folders)} pipelines ({', '.join(sorted(folders)) or 'none'}); say "
+                              "which with --pipeline NAME or set pipelines.default in the config")
+        wanted = next(iter(folders))
+    if wanted not in folders:
+        raise ConfigError(f"no pipeline {wanted!r}; the pipelines are: "
+                          f"{', '.join(sorted(folders)) or 'none'}")
+    return folders[wanted]
+
+
+def resolve(name: str | None, default: str | None = None) -> Loaded:
+    """Pipeline ``name`` (as :func:`find`) loaded whole; ConfigError naming its first problem otherwise."""
+    loaded = load(find(name, default))
+    if loaded.problems or loaded.spec is None or loaded.code is None:
+        raise ConfigError(f"pipeline {loaded.name}: {loaded.problems[0] if loaded.problems else 'no code'}; "
+                          f"run `kappa pipelines validate {loaded.name}`")
+    return loaded
+
+
 def load(folder: Path) -> Loaded:
     """Read a pipeline folder's spec and import its code."""
     loaded = load_spec(folder)
