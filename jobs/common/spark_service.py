@@ -1,4 +1,4 @@
-"""``kappa spark up``: a local Spark driver that stays up and runs replays and loads on request.
+"""``kappa spark up``: a local Spark driver that stays up and runs replays, loads and batch jobs on request.
 
 A cold replay or load pays 13-17 s before its first batch (the JVM, the SparkSession, the Python
 worker daemon, the Kafka source's planner processes). This service pays that once: it is a Python
