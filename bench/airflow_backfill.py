@@ -37,9 +37,9 @@ from confluent_kafka import Producer
 from replay_cli import forget
 from streaming_support import FAULTS, PARTITIONS, exit_on_sigterm, new_topic
 
-from jobs.collector.generator import RsvpGenerator
 from jobs.collector.producer import producer_config
 from jobs.common.config import PROJECT_ROOT, load_config
+from pipelines.rsvp.generator import RsvpGenerator
 
 
 def kappa(env: dict[str, str], *args: str, timeout: float = 900) -> subprocess.CompletedProcess:

@@ -125,7 +125,7 @@ def run(rows: int, days: int) -> dict:
     import duckdb
     from deltalake import DeltaTable, write_deltalake
 
-    from jobs.batch.jobs import JOBS
+    from jobs.batch.jobs import pipeline_jobs
     from jobs.batch.run import batch_spark, date_range, run_job
     from jobs.common.config import load_config
     from jobs.common.delta import table_uri
@@ -142,7 +142,7 @@ def run(rows: int, days: int) -> dict:
         for alias, name in (("silver", "silver.rsvps"), ("bronze", "bronze.rsvps_raw"), ("dlq", "ops.dlq")):
             con.register(alias, DeltaTable(table_uri(root, name), version=0).to_pyarrow_dataset())
         results = {}
-        for name in JOBS:
+        for name in pipeline_jobs("rsvp", cfg):
             began = time.monotonic()
             report = run_job(spark, cfg, name, dates)
             spark_s = time.monotonic() - began

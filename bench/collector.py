@@ -33,11 +33,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from jobs.collector import pull  # noqa: E402
-from jobs.collector.generator import RsvpGenerator  # noqa: E402
 from jobs.collector.producer import producer_config  # noqa: E402
 from jobs.collector.service import Collector, Settings  # noqa: E402
 from jobs.common.config import load_config  # noqa: E402
+from jobs.common.rsvp_schema import check_record  # noqa: E402
 from jobs.common.stack import EmbeddedStack  # noqa: E402
+from pipelines.rsvp.generator import RsvpGenerator  # noqa: E402
 
 
 def main() -> None:
@@ -147,7 +148,7 @@ def _pull(props: dict[str, str], root: Path, topic: str, lines: list[bytes]) -> 
     path.write_bytes(b"".join(line + b"\n" for line in lines))
     settings = Settings(topic=topic, dlq_topic="b.dlq", log_path=root / "pull" / "log.sqlite",
                         buffer_limit=200_000, max_record_bytes=65_536, max_retries=5,
-                        host="127.0.0.1", port=0)
+                        host="127.0.0.1", port=0, record_check=check_record)
     collector = Collector(settings, props).start()
     try:
         started = time.perf_counter()

@@ -29,13 +29,13 @@ import pyarrow as pa
 import redis
 from streaming_support import exit_on_sigterm
 
-from jobs.collector.generator import RsvpGenerator
 from jobs.common.config import load_config
 from jobs.common.stack import REDIS_PERSISTENCE, redis_server_binary
 from jobs.streaming.aggregates import increments_table
 from jobs.streaming.redis_script import FencedApply
 from jobs.streaming.redis_sink import RedisSummarySink
 from pipelines.rsvp.aggregates import windows_from
+from pipelines.rsvp.generator import RsvpGenerator
 from pipelines.rsvp.records import Increments, analyzed
 from pipelines.rsvp.validate import Rules, parse
 

@@ -16,10 +16,10 @@ from confluent_kafka import Producer
 from streaming_cpu import Sampler
 from streaming_support import FAULTS, PARTITIONS, job_config, new_topic, percentiles, produce
 
-from jobs.collector.generator import RsvpGenerator
 from jobs.common.config import KappaConfig
 from jobs.common.kafka.client import producer_config
 from jobs.streaming.fence_fields import parse_fence
+from pipelines.rsvp.generator import RsvpGenerator
 
 
 def latency(cfg: KappaConfig, args: argparse.Namespace) -> dict[str, Any]:

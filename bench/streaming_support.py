@@ -13,9 +13,9 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from streaming_cpu import settle
 
-from jobs.collector.generator import FaultMix, RsvpGenerator
 from jobs.collector.producer import producer_config as collector_producer_config
 from jobs.common.config import KappaConfig
+from pipelines.rsvp.generator import FaultMix, RsvpGenerator
 
 PARTITIONS = 3
 FAULTS = FaultMix(late=0.03, out_of_order=0.05, duplicates=0.03, malformed=0.01)

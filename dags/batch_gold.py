@@ -1,8 +1,9 @@
 """# batch_gold
 
-Recomputes the gold BI tables `gold.city_daily`, `gold.topic_daily` and `gold.event_stats`
-(`kappa batch run`; docs/tables.md) by whole `event_date` partitions, each replaced in one Delta
-commit that records the source versions it read.
+Recomputes the RSVP pipeline's gold BI tables `gold.city_daily`, `gold.topic_daily` and
+`gold.event_stats` (`kappa batch run --pipeline rsvp`; pipelines/rsvp/gold.py, docs/tables.md)
+by whole `event_date` partitions, each replaced in one Delta commit that records the source
+versions it read.
 
 * **Daily** (`@daily` data intervals): a run recomputes the date of its interval; Airflow's own
   backfill (UI, `airflow backfill create`, REST) of a date range recomputes those dates, and a
@@ -22,6 +23,7 @@ from airflow.sdk import AssetAny, AssetOrTimeSchedule, CronDataIntervalTimetable
 from jobs.batch import tasks
 from jobs.orchestration.dagkit import DEFAULT_ARGS, START, delta_assets
 
+PIPELINE = "rsvp"
 SOURCES = ("silver.rsvps", "bronze.rsvps_raw")
 
 
@@ -43,7 +45,7 @@ def batch_gold():
         def recompute(dag_run=None, data_interval_start=None, data_interval_end=None,
                       triggering_asset_events=None) -> dict:
             return tasks.recompute(job, dag_run.run_type, data_interval_start, data_interval_end,
-                                   tasks.asset_extras(triggering_asset_events))
+                                   tasks.asset_extras(triggering_asset_events), pipeline=PIPELINE)
 
         return recompute()
 

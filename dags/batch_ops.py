@@ -1,10 +1,11 @@
 """# batch_ops
 
-Recomputes `ops.dlq_daily` (dead letters per date, reason code and source; `kappa batch run
-dlq_daily`) by whole `dlq_date` partitions, one Delta commit per run recording the `ops.dlq`
-version it read: daily (`@daily` data intervals, so Airflow's backfill recomputes date ranges)
-and whenever a load changed `ops.dlq` (`kafka_to_delta`; the dates the load changed, from the
-Asset event's `extra.dates`). Publishes `ops.dlq_daily` as an Asset. Runbook: docs/runbooks/dlq-growing.md.
+Recomputes the RSVP pipeline's `ops.dlq_daily` (dead letters per date, reason code and source;
+`kappa batch run dlq_daily --pipeline rsvp`) by whole `dlq_date` partitions, one Delta commit per
+run recording the `ops.dlq` version it read: daily (`@daily` data intervals, so Airflow's
+backfill recomputes date ranges) and whenever a load changed `ops.dlq` (`kafka_to_delta`; the
+dates the load changed, from the Asset event's `extra.dates`). Publishes `ops.dlq_daily` as an
+Asset. Runbook: docs/runbooks/dlq-growing.md.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def batch_ops():
     def dlq_daily(dag_run=None, data_interval_start=None, data_interval_end=None,
                   triggering_asset_events=None) -> dict:
         return tasks.recompute("dlq_daily", dag_run.run_type, data_interval_start, data_interval_end,
-                               tasks.asset_extras(triggering_asset_events))
+                               tasks.asset_extras(triggering_asset_events), pipeline="rsvp")
 
     dlq_daily()
 

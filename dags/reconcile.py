@@ -1,6 +1,7 @@
 """# reconcile
 
-The lake checks the live views (`kappa batch reconcile`): recomputes from one snapshot of
+The lake checks the RSVP pipeline's live views (`kappa batch reconcile --pipeline rsvp`;
+pipelines/rsvp/reconcile.py): recomputes from one snapshot of
 `bronze.rsvps_raw`, `silver.rsvps` and `ops.dlq` what Redis holds (city windows, distinct
 members per window, per-event responses, all-time topics) and compares it with Redis and with
 `gold.rsvp_summaries`. Every difference goes to `ops.reconciliation`, the counts to
@@ -30,7 +31,7 @@ from jobs.orchestration.dagkit import DEFAULT_ARGS, START
 def reconcile():
     @task
     def compare_views() -> dict:
-        return tasks.reconcile_views()
+        return tasks.reconcile_views(pipeline="rsvp")
 
     compare_views()
 

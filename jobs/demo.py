@@ -69,11 +69,11 @@ def _latest(infos) -> dict[int, int]:
 def _collect(cfg: KappaConfig, say: Callable[[str], None]) -> dict[str, int]:
     """Pull the sample file through the collector, as `kappa collect --file` does."""
     from jobs.collector import pull
-    from jobs.collector.run import Source, run_collector
-    from jobs.collector.service import Collector, Settings
+    from jobs.collector.run import Source, pipeline_settings, run_collector
+    from jobs.collector.service import Collector
 
     started = time.monotonic()
-    collector = Collector(Settings.from_config(cfg), cfg.kafka.client_config())
+    collector = Collector(pipeline_settings(cfg, None), cfg.kafka.client_config())
     carried = collector.writer.state.pending  # an earlier run left these: produced first
     if carried:
         say(f"    {carried} record(s) an earlier run left in the collector's log are produced first")

@@ -1,4 +1,9 @@
-"""CLI of the batch jobs: ``kappa batch list|run|submit|reconcile``."""
+"""CLI of the batch jobs: ``kappa batch list|run|submit|reconcile``, each for one pipeline (``--pipeline``).
+
+A pipeline's batch jobs are its gold tables (jobs/batch/jobs.py); its reconcile is its own
+``@pipeline.reconciler`` (jobs/batch/reconcile.py), else the engine's over its ``reconcile:``
+section (``kappa pipelines reconcile``).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ import typer
 from jobs.common.cli_options import Conf, DeployMode, DryRun, Master, Python
 from jobs.common.config import load_config
 from jobs.common.errors import ConfigError
+from jobs.pipelines.cli import PIPELINE_OPTION
 
 batch_app = typer.Typer(no_args_is_help=True, help=(
     "Recompute date partitions of the gold/ops batch tables from pinned lake snapshots."))
@@ -28,14 +34,29 @@ def progress(message: str) -> None:
     typer.echo(f".. {message}", err=True)
 
 
-@batch_app.command("list")
-def list_jobs(as_json: Annotated[bool, JSON_OPTION] = False) -> None:
-    """Every batch job: the table it writes, its partition column, sources, DAG and question."""
-    from jobs.batch.jobs import JOBS
+def _dag(spec: object, family: str) -> str:
+    """The DAG that runs a pipeline's jobs of this family.
 
+    The factory's ``pipeline_<name>_gold`` for a pipeline the engine streams (dags/pipelines.py),
+    else ``batch_<family>`` (dags/batch_<family>.py).
+    """
+    from jobs.pipelines.spec import PipelineSpec
+
+    assert isinstance(spec, PipelineSpec)
+    return f"batch_{family}" if spec.streaming.job == "kappa-stream" else f"pipeline_{spec.name}_gold"
+
+
+@batch_app.command("list")
+def list_jobs(as_json: Annotated[bool, JSON_OPTION] = False,
+              pipeline: Annotated[str | None, PIPELINE_OPTION] = None) -> None:
+    """Every batch job of the pipeline: its table, partition column, sources, DAG and question."""
+    from jobs.batch.jobs import pipeline_definition, pipeline_jobs
+
+    cfg = load_config()
+    spec = pipeline_definition(pipeline, cfg).spec
     rows = [{"job": job.name, "table": job.table, "partitioned_by": job.date_column,
-             "sources": [source.table for source in job.sources], "dag": f"batch_{job.family}",
-             "question": job.question} for job in JOBS.values()]
+             "sources": [source.table for source in job.sources], "dag": _dag(spec, job.family),
+             "question": job.question} for job in pipeline_jobs(pipeline, cfg).values()]
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
@@ -49,23 +70,24 @@ def run(
     jobs: Annotated[str, typer.Argument(help="A job, comma-separated jobs, or all (kappa batch list).")],
     start: Annotated[str, typer.Option("--from", help="First date (YYYY-MM-DD), inclusive.")],
     end: Annotated[str, typer.Option("--to", help="End date (YYYY-MM-DD), exclusive.")],
+    *,
     versions: Annotated[str | None, typer.Option(
-        "--versions", help='Source versions to read, JSON {"silver.rsvps": 12} (default latest).')] = None,
+        "--versions", help='Source versions to read, JSON {"silver.events": 12} (default latest).')] = None,
     as_json: Annotated[bool, JSON_OPTION] = False,
+    pipeline: Annotated[str | None, PIPELINE_OPTION] = None,
 ) -> None:
-    """Replace the [--from, --to) partitions of each job's table, one Delta commit per table."""
-    from jobs.batch.jobs import JOBS, job
-    from jobs.batch.run import batch_spark, date_range, parse_date, run_job
+    """Replace the [--from, --to) partitions of each job's table, one Delta commit per table (on the
+    Spark service when one is up: `kappa spark up`)."""
+    from jobs.batch.jobs import chosen_jobs
+    from jobs.batch.run import date_range, parse_date
+    from jobs.common.spark_attach import run_batch
 
-    names = list(JOBS) if jobs == "all" else [name.strip() for name in jobs.split(",") if name.strip()]
-    for name in names:
-        job(name)
+    cfg = load_config()
+    chosen = chosen_jobs([name.strip() for name in jobs.split(",") if name.strip()], pipeline, cfg)
     dates = date_range(parse_date(start, "--from"), parse_date(end, "--to"))
     pinned = _versions(versions)
-    cfg = load_config()
-    spark = batch_spark(cfg)
-    echo_reports([run_job(spark, cfg, name, dates, versions=pinned, progress=progress) for name in names],
-                 as_json)
+    echo_reports([run_batch(cfg, job.name, dates, progress, versions=pinned, pipeline=pipeline)
+                  for job in chosen], as_json)
 
 
 def echo_reports(reports: list, as_json: bool, widths: tuple[int, int] = (12, 17)) -> None:
@@ -87,19 +109,29 @@ def reconcile(
     end: Annotated[str | None, typer.Option("--to", help="End date, exclusive (with --from).")] = None,
     as_json: Annotated[bool, typer.Option(
         "--json", help="Print the report as JSON, with every difference, also on a drift (exit 6).")] = False,
+    pipeline: Annotated[str | None, PIPELINE_OPTION] = None,
 ) -> None:
-    """Compare Redis and gold.rsvp_summaries with the lake; exit 6 on a drift beyond its bound."""
-    from jobs.batch.reconcile import ViewsDrift
+    """Compare the pipeline's live views with the lake; exit 6 on a drift beyond its bound."""
+    from jobs.batch.jobs import pipeline_definition
     from jobs.batch.reconcile import reconcile as check
+    from jobs.batch.report import ViewsDrift
     from jobs.batch.run import batch_spark, date_range, parse_date
 
     if (start is None) != (end is None):
         raise ConfigError("give both --from and --to (a range of event dates), or neither (everything)")
     dates = None if start is None else date_range(parse_date(start, "--from"), parse_date(str(end), "--to"))
     cfg = load_config()
+    loaded = pipeline_definition(pipeline, cfg)
+    if loaded.code is not None and loaded.code.reconciler_fn is None:
+        if dates is not None:
+            raise ConfigError(f"pipeline {loaded.name} reconciles whole views: run without --from/--to")
+        from jobs.pipelines.cli_lake import reconcile as engine_reconcile
+
+        engine_reconcile(loaded.name, prefix=None, as_json=as_json)
+        return
     drift = None
     try:
-        report = check(batch_spark(cfg), cfg, dates, progress)
+        report = check(batch_spark(cfg), cfg, dates, progress, pipeline=loaded.name)
     except ViewsDrift as error:
         drift, report = error, error.report
     if as_json:
@@ -127,7 +159,8 @@ def _versions(text: str | None) -> dict[str, int]:
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise ConfigError(f"--versions {text!r} is not JSON ({exc}); give {{\"silver.rsvps\": 12}}") from None
+        raise ConfigError(f"--versions {text!r} is not JSON ({exc}); give {{\"silver.events\": 12}}"
+                          ) from None
     if not isinstance(data, dict) or not all(isinstance(v, int) and v >= 0 for v in data.values()):
         raise ConfigError(f"--versions {text!r}: expected an object of table -> version (int >= 0)")
     return data
@@ -143,11 +176,13 @@ def submit(
     python: Python = None,
     conf: Conf = None,
     dry_run: DryRun = False,
+    pipeline: Annotated[str | None, PIPELINE_OPTION] = None,
 ) -> None:
     """spark-submit a batch run (code zipped for --py-files) to a cluster: see docs/deploy.md."""
     from jobs.common.submit import BATCH_ENTRY, submit_command
 
-    outcome = submit_command(run_args or [], conf=conf, dry_run=dry_run, master=master,
+    args = [*(run_args or []), *(["--pipeline", pipeline] if pipeline else [])]
+    outcome = submit_command(args, conf=conf, dry_run=dry_run, master=master,
                              deploy_mode=deploy_mode, python=python, entry=BATCH_ENTRY, name="batch")
     if isinstance(outcome, str):
         typer.echo(outcome)

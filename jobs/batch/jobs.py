@@ -3,11 +3,15 @@
 A job recomputes whole date partitions of one table from the partitions of the same dates of
 its dated sources (and the whole of its undated ones). Source columns are named constants: the
 read is the contract, a source column the job does not name is never read.
+
+A pipeline's batch jobs are its gold tables: declared in its ``pipeline.yaml`` (``gold: FN``,
+``partition_by``), their transforms and reads registered by its code (``@pipeline.gold(FN,
+reads=...)``, jobs/pipelines/define.py), built into jobs by jobs/engine/lake/gold.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -16,15 +20,10 @@ from jobs.common.errors import ConfigError
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-SILVER, BRONZE, DLQ = "silver.rsvps", "bronze.rsvps_raw", "ops.dlq"
-SILVER_READ = ("event_date date, rsvp_id long, event_time timestamp, event_id string, "
-               "event_name string, group_id long, member_id long, response string, guests long, "
-               "topics array<string>, city string, country string, late boolean")
-BRONZE_READ = ("event_date date, value string, kafka_topic string, kafka_partition int, "
-               "kafka_offset long")
-DLQ_READ = ("dlq_date date, reason_code string, source string, source_topic string, "
-            "source_partition int, source_offset long, kafka_timestamp timestamp")
-DLQ_POSITIONS = "source_topic string, source_partition int, source_offset long"
+    from jobs.common.config import KappaConfig
+    from jobs.pipelines.registry import Loaded
+
+ALL = "all"   # every job of the pipeline, on the command line
 
 
 @dataclass(frozen=True)
@@ -48,9 +47,9 @@ class BatchJob:
     """A table recomputed by date partition.
 
     Attributes:
-        name: the job's name on the command line.
+        name: the job's name on the command line (its gold transform's).
         table: the table it writes (``schema.table``).
-        family: the Airflow DAG that runs it (``batch_<family>``).
+        family: the table's schema (``gold``, ``ops``): which of the pipeline's DAGs runs it.
         date_column: the table's partition column (the dates a run replaces).
         sources: what it reads.
         build: the pure transform: source frames (by table) -> the table's rows.
@@ -66,50 +65,38 @@ class BatchJob:
     question: str
 
 
-def _city_daily(frames: Mapping[str, DataFrame]) -> DataFrame:
-    from jobs.batch.transforms import city_daily
+def pipeline_definition(pipeline: str | None = None, cfg: KappaConfig | None = None) -> Loaded:
+    """Pipeline ``pipeline`` (None: ``pipelines.default`` of ``cfg``, else the only one), loaded whole."""
+    from jobs.common.config import load_config
+    from jobs.pipelines.registry import resolve
 
-    return frames[SILVER].transform(city_daily)
-
-
-def _topic_daily(frames: Mapping[str, DataFrame]) -> DataFrame:
-    from jobs.batch.transforms import topic_daily
-
-    return frames[SILVER].transform(topic_daily)
+    return resolve(pipeline, (cfg or load_config()).pipelines.default)
 
 
-def _event_stats(frames: Mapping[str, DataFrame]) -> DataFrame:
-    from jobs.batch.transforms import delivered_rows, event_stats
+def pipeline_jobs(pipeline: str | None = None, cfg: KappaConfig | None = None) -> dict[str, BatchJob]:
+    """The pipeline's batch jobs by name, in the order its ``pipeline.yaml`` declares the tables."""
+    from jobs.engine.lake.gold import gold_jobs
 
-    return event_stats(frames[SILVER], delivered_rows(frames[BRONZE], frames[DLQ]))
-
-
-def _dlq_daily(frames: Mapping[str, DataFrame]) -> DataFrame:
-    from jobs.batch.transforms import dlq_daily
-
-    return frames[DLQ].transform(dlq_daily)
+    loaded = pipeline_definition(pipeline, cfg)
+    assert loaded.spec is not None and loaded.code is not None
+    return {item.name: item for item in gold_jobs(loaded.spec, loaded.code)}
 
 
-_SILVER = Source(SILVER, SILVER_READ, "event_date")
-JOBS: dict[str, BatchJob] = {job.name: job for job in (
-    BatchJob("city_daily", "gold.city_daily", "gold", "event_date", (_SILVER,), _city_daily,
-             "Which cities had the most RSVPs (yes, no, guests, members, events) on a day?"),
-    BatchJob("topic_daily", "gold.topic_daily", "gold", "event_date", (_SILVER,), _topic_daily,
-             "Which topics trend, day by day and week by week?"),
-    BatchJob("event_stats", "gold.event_stats", "gold", "event_date",
-             (_SILVER, Source(BRONZE, BRONZE_READ, "event_date"), Source(DLQ, DLQ_POSITIONS, None)),
-             _event_stats, "Which events expect the most attendees, under either counting rule?"),
-    BatchJob("dlq_daily", "ops.dlq_daily", "ops", "dlq_date", (Source(DLQ, DLQ_READ, "dlq_date"),),
-             _dlq_daily, "How many dead letters per day, by reason and source?"),
-)}
-FAMILIES: dict[str, tuple[str, ...]] = {
-    family: tuple(name for name, job in JOBS.items() if job.family == family)
-    for family in dict.fromkeys(job.family for job in JOBS.values())
-}
+def chosen_jobs(names: Sequence[str], pipeline: str | None = None,
+                cfg: KappaConfig | None = None) -> list[BatchJob]:
+    """The pipeline's jobs called ``names`` (``all``: every one).
+
+    ConfigError (exit 2) naming the known ones when a name is unknown.
+    """
+    jobs = pipeline_jobs(pipeline, cfg)
+    wanted = list(jobs) if list(names) == [ALL] else list(names)
+    for name in wanted:
+        if name not in jobs:
+            raise ConfigError(f"unknown batch job {name!r}; known: {', '.join(jobs) or 'none'} "
+                              "(kappa batch list)")
+    return [jobs[name] for name in wanted]
 
 
-def job(name: str) -> BatchJob:
-    """The job called ``name`` (ConfigError, exit 2, naming the known ones, when unknown)."""
-    if name not in JOBS:
-        raise ConfigError(f"unknown batch job {name!r}; known: {', '.join(JOBS)} (kappa batch list)")
-    return JOBS[name]
+def job(name: str, pipeline: str | None = None, cfg: KappaConfig | None = None) -> BatchJob:
+    """The pipeline's job called ``name`` (as :func:`chosen_jobs`)."""
+    return chosen_jobs([name], pipeline, cfg)[0]

@@ -1,7 +1,7 @@
 """Entry point of the batch jobs for ``spark-submit`` (a file path, as spark-submit needs).
 
     spark-submit --master yarn --py-files var/dist/kappa-jobs.zip
-        jobs/batch/main.py city_daily --from 2026-01-01 --to 2026-01-08   (one line)
+        jobs/batch/main.py JOB --from 2026-01-01 --to 2026-01-08 --pipeline NAME   (one line)
 
 It takes the arguments of ``kappa batch run`` (the same command, so the same checks and
 report) and runs with the master spark-submit was given (jobs/streaming/main.py explains why).

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from jobs.batch.jobs import BatchJob, job
+from jobs.batch.jobs import BatchJob, chosen_jobs, job
 from jobs.common.config import KappaConfig
 from jobs.common.delta import table_uri
 from jobs.common.errors import ConfigError
@@ -80,24 +80,25 @@ def interval_dates(start: datetime, end: datetime) -> list[date]:
 
 def run_job(spark: SparkSession, cfg: KappaConfig, name: str | BatchJob, dates: Sequence[date], *,
             versions: Mapping[str, int] | None = None,
-            progress: Callable[[str], None] = lambda line: None) -> JobReport:
+            progress: Callable[[str], None] = lambda line: None, pipeline: str | None = None) -> JobReport:
     """Recompute ``dates`` of job ``name`` and replace them in one commit; return the report.
 
     A run that computes no rows for its dates while the table holds none of them makes no
     commit (``partitions_replaced`` 0); one whose dates still hold rows replaces them with empty
-    partitions (their rows went away, e.g. RSVPs that moved to another date).
+    partitions (their rows went away, e.g. records whose event date changed).
 
     Args:
         spark: the session.
         cfg: the run's config (``lake.root``).
-        name: the job (``kappa batch list``), or a job built elsewhere (a pipeline's gold table).
+        name: the job of ``pipeline`` (``kappa batch list``), or a job itself.
         dates: the partitions to replace.
         versions: source table -> the version to read (default: each source's latest).
         progress: receives one line per step.
+        pipeline: the pipeline whose job ``name`` is (default: ``pipelines.default``, or the only one).
     """
     from jobs.batch.lake import existing_files, read_source, replace_partitions, snapshot_at
 
-    spec: BatchJob = name if isinstance(name, BatchJob) else job(name)
+    spec: BatchJob = name if isinstance(name, BatchJob) else job(name, pipeline, cfg)
     name = spec.name
     days = sorted(set(dates))
     if not days:
@@ -136,9 +137,11 @@ def run_job(spark: SparkSession, cfg: KappaConfig, name: str | BatchJob, dates: 
 
 
 def run_jobs(spark: SparkSession, cfg: KappaConfig, names: Sequence[str], dates: Sequence[date],
-             progress: Callable[[str], None] = lambda line: None) -> list[JobReport]:
-    """Run several jobs over the same dates, each its own commit."""
-    return [run_job(spark, cfg, name, dates, progress=progress) for name in names]
+             progress: Callable[[str], None] = lambda line: None, *, pipeline: str | None = None,
+             versions: Mapping[str, int] | None = None) -> list[JobReport]:
+    """Run several jobs of ``pipeline`` (``all``: every one) over the same dates, each its own commit."""
+    return [run_job(spark, cfg, spec, dates, versions=versions, progress=progress)
+            for spec in chosen_jobs(names, pipeline, cfg)]
 
 
 def batch_spark(cfg: KappaConfig) -> SparkSession:

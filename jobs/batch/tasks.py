@@ -50,17 +50,20 @@ def dates_of_run(run_type: object, start: datetime | None, end: datetime | None,
 
 
 def recompute(job: str, run_type: object, start: datetime | None, end: datetime | None,
-              extras: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
-    """One batch job over the run's dates (:func:`dates_of_run`); its report."""
-    from jobs.batch.run import batch_spark, run_job
+              extras: Iterable[Mapping[str, Any]] = (), *, pipeline: str | None = None) -> dict[str, Any]:
+    """One batch job of ``pipeline`` over the run's dates (:func:`dates_of_run`); its report.
+
+    ``pipeline``: default ``pipelines.default``, or the only one.
+    """
     from jobs.common.config import load_config
+    from jobs.common.spark_attach import run_batch
 
     dates = dates_of_run(run_type, start, end, list(extras))
     if not dates:
         _say(f"{job}: the asset events name no changed dates; nothing to recompute")
         return {"job": job, "dates": [], "partitions_replaced": 0}
     cfg = load_config()
-    return run_job(batch_spark(cfg), cfg, job, dates, progress=_say).as_dict()
+    return run_batch(cfg, job, dates, _say, pipeline=pipeline).as_dict()
 
 
 def load_extras(results: Iterable[Mapping[str, Any]], cfg: Any = None) -> dict[str, dict[str, Any]]:
@@ -130,15 +133,16 @@ def job_asset(table: str) -> Any:
     return Asset(name=table, uri=asset_uri(table))
 
 
-def reconcile_views() -> dict[str, Any]:
+def reconcile_views(pipeline: str | None = None) -> dict[str, Any]:
     """The ``reconcile`` DAG: ``kappa batch reconcile``; a drift fails the task once, unretried."""
-    from jobs.batch.reconcile import ViewsDrift, reconcile
+    from jobs.batch.reconcile import reconcile
+    from jobs.batch.report import ViewsDrift
     from jobs.batch.run import batch_spark
     from jobs.common.config import load_config
 
     cfg = load_config()
     try:
-        return reconcile(batch_spark(cfg), cfg, None, _say).as_dict()
+        return reconcile(batch_spark(cfg), cfg, None, _say, pipeline=pipeline).as_dict()
     except ViewsDrift as drift:
         try:
             from airflow.sdk.exceptions import AirflowFailException

@@ -1,1 +1,1 @@
-"""Collection tier: RSVP event generator and the collector that gets events into Kafka."""
+"""Collection tier: the collector that gets a pipeline's events into Kafka, and `kappa generate`."""

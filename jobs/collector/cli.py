@@ -13,7 +13,7 @@ import typer
 
 from jobs.common.config import load_config
 from jobs.common.errors import ConfigError, KappaError
-from jobs.pipelines.cli import PIPELINE_OPTION, engine_pipeline, pipeline_spec
+from jobs.pipelines.cli import PIPELINE_OPTION
 
 collect_app = typer.Typer(invoke_without_command=True, help=(
     "Run the collector (--http and/or one of --file, --stdin, --url) and operate its log."))
@@ -40,7 +40,8 @@ def progress(message: str) -> None:
 def collect(
     ctx: typer.Context,
     *,
-    http: Annotated[bool, typer.Option("--http", help="Serve POST /rsvps, /metrics and /healthz.")] = False,
+    http: Annotated[bool, typer.Option("--http", help=(
+        "Serve POST /records (also at /<source topic up to its first dot>), /metrics, /healthz."))] = False,
     file: Annotated[Path | None, typer.Option(
         "--file", help="Pull a JSON-lines file, then drain and exit.")] = None,
     stdin: Annotated[bool, typer.Option("--stdin", help="Pull JSON lines from standard input.")] = False,
@@ -49,9 +50,9 @@ def collect(
     port: Annotated[int | None, typer.Option(
         "--port", help="HTTP port (default collector.port; 0 = any free).")] = None,
     topic: Annotated[str | None, typer.Option(
-        "--topic", help="Topic for accepted records (default collector.topic).")] = None,
+        "--topic", help="Topic for accepted records (default: the pipeline's or collector.topic).")] = None,
     dlq_topic: Annotated[str | None, typer.Option(
-        "--dlq-topic", help="Dead-letter topic (default rsvps.dlq).")] = None,
+        "--dlq-topic", help="Dead-letter topic (default: the pipeline's or collector.dlq_topic).")] = None,
     drain_timeout: Annotated[float | None, typer.Option(
         "--drain-timeout", help="Seconds without a broker ack before a finished pull gives up and "
         "exits 1 (records stay in the log); also the drain on SIGTERM (default "
@@ -60,13 +61,14 @@ def collect(
 ) -> None:
     """Collect a pipeline's events into Kafka without losing any (log first, produce, delete on ack).
 
-    For a pipeline on the engine: into its source topic keyed by its `source.key` field, structural
-    rejects to its dead-letter topic; its parser validates the rest.
+    Records pass the pipeline's structural check (`collect:` in its pipeline.yaml, else a JSON object
+    keyed by its `source.key` field); rejects go to the dead-letter topic. For a pipeline on the
+    engine the topics are its own (`source`, `outputs.dlq`), else collector.topic and dlq_topic.
     """
     if ctx.invoked_subcommand is not None:
         return
-    from jobs.collector.run import bind_http, run_collector
-    from jobs.collector.service import Collector, Settings
+    from jobs.collector.run import bind_http, pipeline_settings, run_collector
+    from jobs.collector.service import Collector
 
     sources = [name for name, given in (("--file", file), ("--stdin", stdin), ("--url", url)) if given]
     if len(sources) > 1:
@@ -82,17 +84,8 @@ def collect(
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
         logging.getLogger("jobs.collector.librdkafka").setLevel(logging.CRITICAL)  # -vv shows them
     cfg = load_config()
-    settings = Settings.from_config(cfg, topic=topic, dlq_topic=dlq_topic, port=port,
-                                    drain_timeout_s=drain_timeout)
-    if engine_pipeline(pipeline) is not None:  # its source topic, its dead letters, keyed by its key
-        from dataclasses import replace
-
-        from jobs.common.rsvp_schema import keyed_object
-
-        spec = pipeline_spec(pipeline)
-        settings = replace(settings, topic=topic or spec.source.topic,
-                           dlq_topic=dlq_topic or spec.outputs.dlq.topic,
-                           record_check=keyed_object(spec.source.key))
+    settings = pipeline_settings(cfg, pipeline, topic=topic, dlq_topic=dlq_topic, port=port,
+                                 drain_timeout_s=drain_timeout)
     listener = bind_http(settings.host, settings.port) if http else None
     collector = Collector(settings, cfg.kafka.client_config())
     from jobs.common.processes import register_process

@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from jobs.collector.generator import Generated
 from jobs.common.errors import KappaError
+from jobs.pipelines.generate import Line
 
 logger = logging.getLogger(__name__)
 
@@ -48,9 +48,9 @@ class RateLimiter:
             time.sleep(ahead)
 
 
-def batches(items: Iterable[Generated], size: int) -> Iterator[list[Generated]]:
+def batches(items: Iterable[Line], size: int) -> Iterator[list[Line]]:
     """Consecutive lists of ``size`` items (the last may be shorter)."""
-    batch: list[Generated] = []
+    batch: list[Line] = []
     for item in items:
         batch.append(item)
         if len(batch) >= size:
@@ -60,7 +60,7 @@ def batches(items: Iterable[Generated], size: int) -> Iterator[list[Generated]]:
         yield batch
 
 
-def to_stream(items: Iterable[Generated], out: BinaryIO, rate: float | None) -> EmitCounts:
+def to_stream(items: Iterable[Line], out: BinaryIO, rate: float | None) -> EmitCounts:
     """Write JSON lines."""
     limiter, counts = RateLimiter(rate), EmitCounts()
     for item in items:
@@ -71,7 +71,7 @@ def to_stream(items: Iterable[Generated], out: BinaryIO, rate: float | None) -> 
     return counts
 
 
-def to_collector(items: Iterable[Generated], url: str, batch_size: int, rate: float | None,
+def to_collector(items: Iterable[Line], url: str, batch_size: int, rate: float | None,
                  progress: Progress) -> EmitCounts:
     """POST JSON-lines batches; wait out 503s (Retry-After) and resend the same batch."""
     import httpx
@@ -112,9 +112,9 @@ def _post(client, url: str, body: bytes) -> dict:
                      "is it running? (`kappa collect status`)")
 
 
-def to_topic(items: Iterable[Generated], client_config: dict[str, str], topic: str,
+def to_topic(items: Iterable[Line], client_config: dict[str, str], topic: str,
              rate: float | None) -> EmitCounts:
-    """Produce straight to a topic (bypassing the collector), keyed by rsvp_id when known."""
+    """Produce straight to a topic (bypassing the collector), keyed by each line's key."""
     from confluent_kafka import KafkaException, Producer
 
     from jobs.collector.producer import producer_config
@@ -130,10 +130,9 @@ def to_topic(items: Iterable[Generated], client_config: dict[str, str], topic: s
 
     for item in items:
         limiter.wait()
-        key = str(item.rsvp_id).encode() if item.rsvp_id is not None else None
         while True:
             try:
-                producer.produce(topic, item.line, key, on_delivery=delivered)
+                producer.produce(topic, item.line, item.key, on_delivery=delivered)
                 break
             except BufferError:
                 producer.poll(0.1)

@@ -1,18 +1,18 @@
 """The collector's HTTP API (Starlette): POST records, GET /metrics, GET /healthz.
 
-``POST /rsvps`` takes one JSON object, a JSON array, or JSON lines (``Content-Type:
-application/x-ndjson``). It answers only after every record of the request is committed to
-the durable log. A single record gets ``200 {"id": n}``, ``400`` (invalid) or ``413``
-(oversize); a batch gets per-record results with ``200`` (all accepted), ``207`` (some) or
-``400`` (none). A body that holds bytes but no record (``[]``) is one rejected record
-(``empty_batch``), so it reaches the dead-letter topic like any other content the collector
-refuses. ``503`` with ``Retry-After`` means the buffer is full (or the collector is stopping,
-the log cannot be written, or other uploads fill the body budget): nothing of that request was
-logged, send it again. Refused before the content is judged, and so answered only:
-``401`` (a bearer token is configured and missing or wrong), ``413`` (body over
+``POST /records`` (also at the pipeline's own path, ``Settings.post_path``) takes one JSON
+object, a JSON array, or JSON lines (``Content-Type: application/x-ndjson``). It answers only
+after every record of the request is committed to the durable log. A single record gets
+``200 {"id": n}``, ``400`` (invalid) or ``413`` (oversize); a batch gets per-record results with
+``200`` (all accepted), ``207`` (some) or ``400`` (none). A body that holds bytes but no record
+(``[]``) is one rejected record (``empty_batch``), so it reaches the dead-letter topic like any
+other content the collector refuses. ``503`` with ``Retry-After`` means the buffer is full (or
+the collector is stopping, the log cannot be written, or other uploads fill the body budget):
+nothing of that request was logged, send it again. Refused before the content is judged, and so
+answered only: ``401`` (a bearer token is configured and missing or wrong), ``413`` (body over
 ``max_body_bytes``: read no further, never buffered past the cap), an empty body (``400``).
-Array elements are re-encoded compactly; JSON lines and single objects keep their bytes.
-The connection-level limits (header and body timeouts, connection limit) are in
+Array elements are re-encoded compactly; JSON lines and single objects keep their bytes. The
+connection-level limits (header and body timeouts, connection limit) are in
 :mod:`jobs.collector.guard`.
 """
 
@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,15 +32,15 @@ from starlette.routing import Route
 from jobs.collector import metrics
 from jobs.collector.log import LogError
 from jobs.collector.service import Collector
-from jobs.common.rsvp_schema import (
+from jobs.common.structure import (
     EMPTY_BATCH,
     INVALID_JSON,
     MAX_NESTING,
     OVERSIZE,
     STRICT_DECODER,
     TOO_DEEP,
+    RecordCheck,
     StructureCheck,
-    check_record,
     check_structure,
     parser_limits,
 )
@@ -56,8 +55,8 @@ Checked = list[tuple[bytes, StructureCheck]]
 
 
 def parse_body(body: bytes, content_type: str, max_record_bytes: int,
-               check: Callable[[Any], StructureCheck] = check_record) -> tuple[Checked, bool]:
-    """Split a request body into checked records; return them and whether it was a batch.
+               check: RecordCheck) -> tuple[Checked, bool]:
+    """Split a request body into records checked by the pipeline's ``check``; return them, and batch or not.
 
     Raises:
         ValueError: the body is empty (nothing to keep).
@@ -85,8 +84,7 @@ def parse_body(body: bytes, content_type: str, max_record_bytes: int,
     return [_element(item, max_record_bytes, check) for item in items], True
 
 
-def _element(item: Any, max_record_bytes: int,
-             check: Callable[[Any], StructureCheck]) -> tuple[bytes, StructureCheck]:
+def _element(item: Any, max_record_bytes: int, check: RecordCheck) -> tuple[bytes, StructureCheck]:
     try:
         raw = json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode()
     except UnicodeEncodeError:  # a lone surrogate (\ud800) has no UTF-8 form: keep it escaped
@@ -99,9 +97,9 @@ def _element(item: Any, max_record_bytes: int,
 
 def build_app(collector: Collector) -> Starlette:
     """The ASGI application of one collector."""
+    paths = dict.fromkeys((collector.settings.post_path, "/records"))
     app = Starlette(routes=[
-        Route("/rsvps", post_records, methods=["POST"]),
-        Route("/records", post_records, methods=["POST"]),
+        *(Route(path, post_records, methods=["POST"]) for path in paths),
         Route("/metrics", get_metrics, methods=["GET"]),
         Route("/healthz", get_health, methods=["GET"]),
     ])

@@ -21,9 +21,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from jobs.collector.pull import PullCounts, pull
-from jobs.collector.service import Collector
+from jobs.collector.service import Collector, Settings
+from jobs.common.config import KappaConfig
 from jobs.common.errors import KappaError
 
 logger = logging.getLogger(__name__)
@@ -66,6 +68,26 @@ class Source:
     name: str
     chunks: Iterator[list[bytes]]
     stop: threading.Event = field(default_factory=threading.Event)
+
+
+def pipeline_settings(cfg: KappaConfig, pipeline: str | None, **overrides: Any) -> Settings:
+    """A collector's :class:`Settings` for a pipeline (default: ``pipelines.default``, or the only one).
+
+    Its record check and POST path (``/`` + its source topic up to the first dot); for a pipeline
+    the engine runs, its source and dead-letter topics. ``overrides``: ``Settings.from_config``'s.
+    """
+    from dataclasses import replace
+
+    from jobs.common.structure import keyed_object
+    from jobs.pipelines.cli import pipeline_hook
+
+    spec, check = pipeline_hook(pipeline, "collect")
+    settings = Settings.from_config(cfg, check or keyed_object(spec.source.key), **overrides)
+    settings = replace(settings, post_path="/" + spec.source.topic.split(".", 1)[0])
+    if spec.streaming.job == "engine":
+        settings = replace(settings, topic=overrides.get("topic") or spec.source.topic,
+                           dlq_topic=overrides.get("dlq_topic") or spec.outputs.dlq.topic)
+    return settings
 
 
 def run_collector(collector: Collector, serve_http: bool, source: Source | None,
@@ -141,7 +163,7 @@ def _serve(collector: Collector, listener: socket.socket, source: Source | None,
     threading.Thread(target=_stop_server_on, args=(stop, server), daemon=True).start()
     host, port = listener.getsockname()[:2]
     auth = f"bearer token from {settings.http.token_env}" if settings.http.token else "no auth"
-    progress(f"collector listening on http://{host}:{port}/rsvps "
+    progress(f"collector listening on http://{host}:{port}{settings.post_path} "
              f"(topic {settings.topic}, log {settings.log_path}, {auth})")
     server.run(sockets=[listener])
     stop.set()

@@ -12,11 +12,10 @@ import fcntl
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from jobs.collector import metrics
 from jobs.collector.log import RECORD, REJECT, Entry, MessageLog
@@ -24,7 +23,7 @@ from jobs.collector.pump import Pump
 from jobs.collector.writer import LogWriter
 from jobs.common.config import CollectorConfig, KappaConfig
 from jobs.common.errors import KappaError
-from jobs.common.rsvp_schema import OVERSIZE, StructureCheck, check_record, check_structure
+from jobs.common.structure import OVERSIZE, RecordCheck, StructureCheck, check_structure
 
 logger = logging.getLogger(__name__)
 
@@ -62,15 +61,19 @@ class Settings:
     max_retries: int
     host: str
     port: int
+    record_check: RecordCheck
+    """The pipeline's checks of a parsed record, which give its Kafka key (``collect:`` in its
+    pipeline.yaml, else :func:`jobs.common.structure.keyed_object` of its ``source.key``)."""
+    post_path: str = "/records"
+    """The pipeline's own path for ``POST`` (``/records`` is always served too)."""
     drain_timeout_s: float = DRAIN_TIMEOUT_S
     http: HttpLimits = field(default_factory=HttpLimits)
-    record_check: Callable[[Any], StructureCheck] = check_record
-    """The checks of a parsed record and its Kafka key (a pipeline's: ``keyed_object``)."""
 
     @classmethod
-    def from_config(cls, cfg: KappaConfig, topic: str | None = None, dlq_topic: str | None = None,
-                    port: int | None = None, drain_timeout_s: float | None = None) -> Settings:
-        """Settings from ``cfg.collector``, with CLI overrides."""
+    def from_config(cls, cfg: KappaConfig, record_check: RecordCheck, *, topic: str | None = None,
+                    dlq_topic: str | None = None, port: int | None = None,
+                    drain_timeout_s: float | None = None) -> Settings:
+        """Settings from ``cfg.collector`` and a pipeline's record check, with CLI overrides."""
         section = cfg.collector
         limits = HttpLimits(max_body_bytes=section.max_body_bytes, max_connections=section.max_connections,
                             header_timeout_s=section.header_timeout_s, body_timeout_s=section.body_timeout_s,
@@ -80,7 +83,8 @@ class Settings:
                    log_path=Path(section.log_path), buffer_limit=section.buffer_limit,
                    max_record_bytes=section.max_record_bytes, max_retries=section.max_retries,
                    host=section.host, port=section.port if port is None else port,
-                   drain_timeout_s=drain_timeout_s or section.drain_timeout_s, http=limits)
+                   record_check=record_check, drain_timeout_s=drain_timeout_s or section.drain_timeout_s,
+                   http=limits)
 
 
 def _token(section: CollectorConfig) -> str | None:
@@ -165,7 +169,7 @@ class Collector:
         return RETRY_AFTER_UP_S if self.pump.broker_up else RETRY_AFTER_DOWN_S
 
     def check(self, raw: bytes) -> StructureCheck:
-        """Structural checks of one record (see :mod:`jobs.common.rsvp_schema`)."""
+        """Structural checks of one record (see :mod:`jobs.common.structure`)."""
         return check_structure(raw, self.settings.max_record_bytes, self.settings.record_check)
 
     def submit_lines(self, raws: Sequence[bytes], source: str) -> Future:

@@ -1,11 +1,12 @@
-"""Run a replay or a load on the Spark service when it is up, else on a cold local Spark.
+"""Run a replay, a load or a batch job on the Spark service when it is up, else on a cold local Spark.
 
-:func:`run_stream` and :func:`run_load` are what the CLI (``kappa stream run --mode replay``,
-``kappa load``) and the Airflow tasks call: each asks the service (jobs/common/spark_service.py)
-to run the job and relays its progress lines and result, or, when no service is up, it is off
-(``KAPPA_SPARK_SERVICE=off``) or it refuses the run (other Spark settings, changed code), runs
-the job here exactly as before, on a Spark started for this process. :func:`choose` tells which
-one a run would use and why (``kappa doctor``). A live run always starts its own Spark.
+:func:`run_stream`, :func:`run_load` and :func:`run_batch` are what the CLI (``kappa stream run
+--mode replay``, ``kappa load``, ``kappa batch run``) and the Airflow tasks call: each asks the
+service (jobs/common/spark_service.py) to run the job and relays its progress lines and result,
+or, when no service is up, it is off (``KAPPA_SPARK_SERVICE=off``) or it refuses the run (other
+Spark settings, changed code), runs the job here, on a Spark started for this process.
+:func:`choose` tells which one a run would use and why (``kappa doctor``). A live run always
+starts its own Spark.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def choose(cfg: KappaConfig, op: str = "stream", extra_conf: dict[str, str] | No
     if answer[0] != "ok":
         return Choice(False, f"{where} refuses: {answer[1]}; each run starts a cold local Spark")
     return Choice(True, f"{where} (master {state.master}, up {time.time() - state.started_at:.0f} s): "
-                        "replays and loads attach to it", answer[1])
+                        "replays, loads and batch jobs attach to it", answer[1])
 
 
 def run_stream(cfg: KappaConfig, spec, progress: Callable[[str], None], release_early: bool = False):
@@ -95,6 +96,19 @@ def run_load(cfg: KappaConfig, chosen: list, bound, progress: Callable[[str], No
     if result is not COLD:
         return result
     return run_here(loader_spark(cfg, app_name=app_name), cfg, chosen, bound, progress)
+
+
+def run_batch(cfg: KappaConfig, job: str, dates: list, progress: Callable[[str], None], *,
+              versions: dict[str, int] | None = None, pipeline: str | None = None) -> Any:
+    """``jobs.batch.run.run_job`` of ``pipeline``'s job ``job`` on the service when it is up, else here."""
+    result = run_on_service(cfg, "batch", {"job": job, "dates": list(dates), "versions": versions,
+                                           "pipeline": pipeline}, progress)
+    if result is not COLD:
+        return result
+    from jobs.batch.run import batch_spark, run_job
+
+    return run_job(batch_spark(cfg), cfg, job, dates, versions=versions, progress=progress,
+                   pipeline=pipeline)
 
 
 def run_on_service(cfg: KappaConfig, op: str, args: dict[str, Any],

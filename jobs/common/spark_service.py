@@ -1,15 +1,16 @@
-"""``kappa spark up``: a local Spark driver that stays up and runs replays and loads on request.
+"""``kappa spark up``: a local Spark driver that stays up and runs replays, loads and batch jobs on request.
 
 A cold replay or load pays 13-17 s before its first batch (the JVM, the SparkSession, the Python
 worker daemon, the Kafka source's planner processes). This service pays that once: it is a Python
 driver process holding one SparkSession built by :func:`jobs.common.spark.build_spark` with the
 streaming job's settings, and it runs the project's own entry points (``run_stream`` for replays
-and backfills, ``run_load`` for loads) in its own process for thin clients (the CLI, the Airflow
-tasks; jobs/common/spark_attach.py). Because the job runs in the process that holds the session,
-its driver-side design (foreachBatch in the driver, the background Redis apply thread, the pending
-file, the report) is the same as in a cold run: nothing in jobs/streaming or jobs/loader knows
-which one it runs in. Spark Connect was measured and not used: foreachBatch runs in a Python
-process of the server, apart from the client's state (docs/runbooks/spark.md).
+and backfills, ``run_load`` for loads, ``run_job`` for batch jobs) in its own process for thin
+clients (the CLI, the Airflow tasks; jobs/common/spark_attach.py). Because the job runs in the
+process that holds the session, its driver-side design (foreachBatch in the driver, the background
+Redis apply thread, the pending file, the report) is the same as in a cold run: nothing in
+jobs/streaming or jobs/loader knows which one it runs in. Spark Connect was measured and not used:
+foreachBatch runs in a Python process of the server, apart from the client's state
+(docs/runbooks/spark.md).
 
 The service listens on 127.0.0.1 (``multiprocessing.connection``, HMAC-authenticated with a
 random key in a 0600 state file under ``<stack.data_dir>/run``), registers itself as ``spark``
@@ -244,7 +245,16 @@ def _load(spark, cfg: KappaConfig, args: dict[str, Any], progress: Callable[[str
     return run_load(session, cfg, args["targets"], args["bound"], progress)
 
 
-JOBS: dict[str, Callable[..., Any]] = {"stream": _stream, "load": _load}
+def _batch(spark, cfg: KappaConfig, args: dict[str, Any], progress: Callable[[str], None],
+           stop: threading.Event) -> Any:
+    from jobs.batch.run import batch_spark, run_job
+
+    del spark, stop
+    return run_job(batch_spark(cfg), cfg, args["job"], args["dates"], versions=args.get("versions"),
+                   progress=progress, pipeline=args.get("pipeline"))
+
+
+JOBS: dict[str, Callable[..., Any]] = {"stream": _stream, "load": _load, "batch": _batch}
 
 
 def serve(cfg: KappaConfig, port: int = 0) -> int:

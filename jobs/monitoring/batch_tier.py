@@ -2,8 +2,9 @@
 
 ``kappa batch run`` replaces date partitions of a table in one Delta commit whose metadata names
 the job and the dates (``kappa.batch.job``, ``kappa.batch.dates``: jobs/batch/run.py). The
-exporter reads the last :data:`HISTORY_COMMITS` commits of each batch table (jobs/batch/jobs.py)
-and takes the newest date any of them replaced, and the newest such commit.
+exporter reads the last :data:`HISTORY_COMMITS` commits of each batch table (the gold tables of
+the configured pipeline's ``pipeline.yaml``) and takes the newest date any of them replaced, and
+the newest such commit.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ JOB_KEY, DATES_KEY = "kappa.batch.job", "kappa.batch.dates"
 
 def batch_tier_metrics(cfg: KappaConfig) -> list[Metric]:
     """Per batch table: the newest date partition replaced, the last run's time and partitions."""
-    from jobs.batch.jobs import JOBS
     from jobs.common.delta import open_delta, table_uri
     from jobs.common.lake_storage import storage_options
+    from jobs.pipelines.registry import find, load_spec
 
     newest = GaugeMetricFamily("kappa_batch_newest_partition_replaced_timestamp_seconds",
                                "Start (00:00 UTC) of the newest date partition a batch run replaced",
@@ -32,19 +33,21 @@ def batch_tier_metrics(cfg: KappaConfig) -> list[Metric]:
                                  "Commit time of the table's last batch run (Unix time)", labels=["table"])
     replaced = GaugeMetricFamily("kappa_batch_last_run_partitions", "Date partitions the table's last "
                                  "batch run replaced", labels=["table"])
-    for spec in sorted(JOBS.values(), key=lambda job: job.table):
-        table = open_delta(table_uri(cfg.lake.root, spec.table), storage_options(cfg.lake))
+    spec = load_spec(find(None, cfg.pipelines.default)).spec
+    tables = sorted(name for name, decl in (spec.tables if spec else {}).items() if decl.gold)
+    for name in tables:
+        table = open_delta(table_uri(cfg.lake.root, name), storage_options(cfg.lake))
         if table is None:
             continue
         runs = [commit for commit in table.history(HISTORY_COMMITS) if JOB_KEY in commit]
         if not runs:
             continue
         latest = max(runs, key=lambda commit: int(commit["timestamp"]))
-        last_run.add_metric([spec.table], int(latest["timestamp"]) / 1000)
-        replaced.add_metric([spec.table], len(json.loads(latest.get(DATES_KEY) or "[]")))
+        last_run.add_metric([name], int(latest["timestamp"]) / 1000)
+        replaced.add_metric([name], len(json.loads(latest.get(DATES_KEY) or "[]")))
         days = [date.fromisoformat(day)
                 for commit in runs for day in json.loads(commit.get(DATES_KEY) or "[]")]
         if days:
             start = datetime.combine(max(days), datetime.min.time(), tzinfo=UTC)
-            newest.add_metric([spec.table], start.timestamp())
+            newest.add_metric([name], start.timestamp())
     return [newest, last_run, replaced]

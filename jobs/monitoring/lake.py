@@ -4,7 +4,7 @@ Each function reads what its tier publishes and returns metric families:
 - :func:`loader_metrics`: ``ops.load_audit``'s last row per table (jobs/loader/audit.py) and the
   table's Delta app transactions against the topic's end offsets;
 - :func:`reconcile_metrics`: the newest ``reconciliation`` record on ``platform.metrics``
-  (jobs/batch/reconcile.py), looked for in the last :data:`RECONCILE_SCAN` records;
+  (jobs/batch/report.py), looked for in the last :data:`RECONCILE_SCAN` records;
 - :func:`retention_metrics`: per topic, seconds until the oldest retained record that a view
   (the Redis fence) or a table (the loader) has not yet taken is deleted.
 """

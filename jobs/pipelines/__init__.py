@@ -1,7 +1,7 @@
 """Pipelines on the engine: their definition (``pipeline.yaml`` + code), discovery and validation.
 
-``Definitions``, ``Reject`` and ``definitions`` (what a pipeline's code imports) load on first use,
-so reading a ``pipeline.yaml`` (the DAG factory at parse time) imports no pyarrow.
+``Definitions``, ``Reject``, ``Source`` and ``definitions`` (what a pipeline's code imports) load on
+first use, so reading a ``pipeline.yaml`` (the DAG factory at parse time) imports no pyarrow.
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from jobs.pipelines.define import Definitions, Reject, definitions
+    from jobs.pipelines.define import Definitions, Reject, Source, definitions
 
-__all__ = ["Definitions", "Reject", "definitions"]
+__all__ = ["Definitions", "Reject", "Source", "definitions"]
 
 
 def __getattr__(name: str) -> Any:

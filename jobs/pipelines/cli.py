@@ -43,28 +43,37 @@ def pipeline_spec(name: str | None):
 
     Only the ``pipeline.yaml`` files are read: no pipeline code is imported.
     """
+    return _resolve(name)[1]
+
+
+def pipeline_hook(name: str | None, key: str):
+    """A pipeline's ``pipeline.yaml`` and the function of the file it names with ``key``, or None.
+
+    ``key`` is ``generator`` or ``collect`` (:data:`jobs.pipelines.registry.HOOKS`); only that file
+    is imported, not the pipeline's code. The pipeline defaults as in :func:`pipeline_spec`.
+    """
+    from jobs.pipelines.registry import load_hook
+
+    folder, spec = _resolve(name)
+    return spec, load_hook(folder, spec, key)
+
+
+def _resolve(name: str | None):
+    """The folder and the ``pipeline.yaml`` of the pipeline named, or its default."""
     import yaml
 
     from jobs.common.config import load_config
-    from jobs.pipelines.registry import SPEC_FILE, discover
+    from jobs.pipelines.registry import SPEC_FILE, find
     from jobs.pipelines.spec import PipelineSpec
 
-    folders = {folder.name: folder for folder in discover()}
-    wanted = name or load_config().pipelines.default
-    if wanted is None:
-        if len(folders) != 1:
-            raise ConfigError(f"{len(folders)} pipelines ({', '.join(sorted(folders)) or 'none'}); say "
-                              "which with --pipeline NAME or set pipelines.default in the config")
-        wanted = next(iter(folders))
-    if wanted not in folders:
-        raise ConfigError(f"no pipeline {wanted!r}; the pipelines are: "
-                          f"{', '.join(sorted(folders)) or 'none'}")
+    folder = find(name, load_config().pipelines.default)
+    wanted = folder.name
     try:
-        spec = PipelineSpec.model_validate(yaml.safe_load((folders[wanted] / SPEC_FILE).read_text()))
+        spec = PipelineSpec.model_validate(yaml.safe_load((folder / SPEC_FILE).read_text()))
     except Exception as exc:  # a broken definition: one line, the validate command says more
         raise ConfigError(f"pipeline {wanted}: its {SPEC_FILE} is not valid ({type(exc).__name__}); run "
                           f"`kappa pipelines validate {wanted}`") from None
-    return spec
+    return folder, spec
 
 
 def _all():

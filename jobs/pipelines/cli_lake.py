@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from jobs.common.errors import ConfigError
-from jobs.pipelines.cli import JSON_OPTION, _one, _version, pipelines_app
+from jobs.pipelines.cli import JSON_OPTION, _version, pipelines_app
 
 NAME_ARGUMENT = typer.Argument(help="The pipeline's name.")
 TABLES_OPTION = typer.Option("--tables", help="Comma-separated tables (default: all of the pipeline's).")
@@ -19,10 +19,10 @@ OWN_LAKE = {"load": "kappa load", "gold": "kappa batch run", "reconcile": "kappa
 
 def _pipeline(name: str, command: str) -> Any:
     """The loaded pipeline, with its spec and code (ConfigError naming the first problem otherwise)."""
-    item, _ = _one(name)
-    if item.problems or item.spec is None or item.code is None:
-        raise ConfigError(f"pipeline {name}: {item.problems[0] if item.problems else 'no code'}; run "
-                          f"`kappa pipelines validate {name}`")
+    from jobs.pipelines.registry import resolve
+
+    item = resolve(name)
+    assert item.spec is not None
     if item.spec.streaming.job == "kappa-stream":
         raise ConfigError(f"pipeline {name} runs its own streaming job (kappa stream) and lake tier: use "
                           f"`{OWN_LAKE[command]}` (docs/tables.md)")
@@ -91,7 +91,7 @@ def reconcile(
         "--json", help="Print the report as JSON, with every difference, also on a drift (exit 6).")] = False,
 ) -> None:
     """Compare the views named in `reconcile:` with their lake queries over silver; exit 6 on a difference."""
-    from jobs.batch.reconcile import ViewsDrift
+    from jobs.batch.report import ViewsDrift
     from jobs.batch.run import batch_spark
     from jobs.common.config import load_config
     from jobs.engine.lake.reconcile import checked_entries, reconcile_pipeline

@@ -16,6 +16,13 @@ A pipeline's code file makes one :class:`Definitions` and registers its function
     @pipeline.gold("flags_by_country_daily")      # silver DataFrame -> gold rows, by date
     def flags_by_country_daily(silver): ...
 
+    @pipeline.gold("by_day", reads=(Source("silver.x", "event_date date, n long", "event_date"),
+                                    Source("ops.x_dlq", "reason string", None)))
+    def by_day(silver, dlq): ...                  # one DataFrame per read, in order
+
+    @pipeline.reconciler                          # (spark, cfg) -> ViewsCheck: views in a key scheme
+    def check(spark, cfg): ...                    # of the pipeline's own (jobs/batch/reconcile.py)
+
 The engine finds the object by its type, so the variable's name is free.
 """
 
@@ -28,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from jobs.batch.jobs import Source
 from jobs.common.errors import KappaError
 
 if TYPE_CHECKING:
@@ -35,6 +43,7 @@ if TYPE_CHECKING:
 
 Parse = Callable[[bytes, bytes | None, dict[str, Any]], dict[str, Any]]
 Analyze = Callable[[dict[str, Any], Any, dict[str, Any]], tuple[dict[str, Any], Any]]
+__all__ = ["Definitions", "Reject", "Source", "definitions"]
 
 
 class Reject(KappaError):
@@ -56,7 +65,11 @@ class Definitions:
     parse_fn: Parse | None = None
     analyze_fn: Analyze | None = None
     gold_fns: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    gold_reads: dict[str, tuple[Source, ...]] = field(default_factory=dict)
+    """What each gold transform reads, when not the pipeline's silver table (its dates' partitions)."""
     lake_queries: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    reconciler_fn: Callable[..., Any] | None = None
+    """Builds the pipeline's own reconcile of views the engine's ``reconcile:`` cannot compare."""
     records: RecordCodec | None = None
     """A ``kappa stream`` pipeline's per-record functions (``streaming.job: kappa-stream``)."""
 
@@ -70,13 +83,30 @@ class Definitions:
         self.analyze_fn = fn
         return fn
 
-    def gold(self, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Register a gold transform under ``name`` (decorator factory)."""
+    def gold(self, name: str, reads: tuple[Source, ...] = ()
+             ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Register a gold transform under ``name`` (decorator factory).
+
+        The transform gets one DataFrame per source of ``reads``, in order (default: the
+        pipeline's silver table, its analyzed fields); the first line of its docstring is the
+        question the table answers (``kappa batch list``).
+        """
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
             self.gold_fns[name] = fn
+            if reads:
+                self.gold_reads[name] = tuple(reads)
             return fn
 
         return register
+
+    def reconciler(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Register what builds the pipeline's own reconcile (decorator).
+
+        ``fn(spark, cfg)`` returns a :class:`jobs.batch.reconcile.ViewsCheck`: the views as the lake
+        recomputes them, where the live ones are read, each kind's bound (``kappa batch reconcile``).
+        """
+        self.reconciler_fn = fn
+        return fn
 
     def lake_query(self, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Register a query of the lake that reconcile compares with a view (decorator factory)."""

@@ -97,6 +97,12 @@ class PipelineSpec(Section):
     name: str
     description: str = ""
     code: str = "pipeline.py"
+    generator: str | None = None
+    """A Python file beside ``pipeline.yaml`` defining ``lines(options)`` for ``kappa generate``
+    (:mod:`jobs.pipelines.generate`); None: the pipeline has no generator."""
+    collect: str | None = None
+    """A Python file beside ``pipeline.yaml`` defining ``check(record)``, what the collector checks
+    of a parsed record (:mod:`jobs.common.structure`); None: a JSON object carrying ``source.key``."""
     source: TopicDecl
     outputs: Outputs
     event_time: EventTime = Field(default_factory=EventTime)

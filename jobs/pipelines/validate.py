@@ -4,8 +4,8 @@ Checks, beyond what :mod:`jobs.pipelines.registry` finds loading each folder: th
 a parser, a transform and the analyzed schema (and a record codec when ``kappa stream`` runs the
 pipeline); every field a view, table or keyed state names
 exists in that schema (or is one the engine adds); every gold transform and lake query a table
-or reconcile names is registered; and no two pipelines share a topic, a Redis prefix, a query
-name or a table.
+or reconcile names is registered, and every table a gold transform reads is declared; and no two
+pipelines share a topic, a Redis prefix, a query name or a table.
 """
 
 from __future__ import annotations
@@ -50,6 +50,9 @@ def _code(item: Loaded) -> list[str]:
         if decl.gold is not None and decl.gold not in code.gold_fns:
             out.append(f"tables.{table}: gold transform {decl.gold!r} is not registered; add "
                        f"@pipeline.gold({decl.gold!r}) to the code")
+    for transform, reads in code.gold_reads.items():
+        out += [f"code: gold transform {transform!r} reads {source.table}, which tables does not declare; "
+                "declare the table or read another" for source in reads if source.table not in spec.tables]
     for view, query in spec.reconcile.items():
         if view not in spec.views:
             out.append(f"reconcile.{view}: no such view; declare it under views or remove the entry")

@@ -5,6 +5,8 @@ Every item says what it is (`kind`), so a test knows the right decision without 
 amount_over_limit), `malformed:<reason>` (dead letter). Kafka key = card_id.
 
     python -m pipelines.cards.generator --count 1000 --seed 7 [--malformed-rate 0.01] [--labels]
+
+:func:`lines` is what `kappa generate --pipeline cards` runs (`generator:` in pipeline.yaml).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from dataclasses import dataclass
 from functools import cache
 from itertools import accumulate
 from typing import Any
+
+from jobs.pipelines.generate import GenerateOptions
 
 START_MS = 1_793_491_200_000  # 2026-11-01T00:00:00Z
 MAX_STEP_MS = 30_000  # the stream clock advances 0-30 s per item
@@ -74,6 +78,18 @@ class Item:
     kind: str
 
 
+MAX_MALFORMED_RATE = 0.5
+
+
+@dataclass(frozen=True)
+class Line:
+    """One item as `kappa generate` sends it: the value's bytes and the Kafka key."""
+
+    line: bytes
+    key: bytes | None
+    kind: str
+
+
 @cache
 def merchants() -> dict[str, tuple[str, str, str, float, float]]:
     """Merchant id -> (city, country, currency, lat, lon), fixed for every seed."""
@@ -111,9 +127,15 @@ def generate(
     amount_rate: float = 0.01,
     malformed_rate: float = 0.0,
     max_amount: float = DEFAULT_MAX_AMOUNT,
+    start_ms: int = START_MS,
+    malformed_kinds: tuple[str, ...] | None = None,
 ) -> Iterator[Item]:
-    """Yield `count` items in Kafka order; the same arguments give the same items."""
+    """Yield `count` items in Kafka order; the same arguments give the same items.
+
+    `malformed_kinds` narrows the bad messages to these dead-letter reasons (None: all of them).
+    """
     rng = random.Random(seed)
+    malformed = [m for m in MALFORMED if malformed_kinds is None or m[0] in malformed_kinds]
     table, by_city = merchants(), _by_city()
     home = {f"card-{i:05d}": rng.choice(CITIES)[0] for i in range(cards)}
     ids = list(home)
@@ -121,7 +143,7 @@ def generate(
     cum_weights = list(accumulate(1.0 / (i + 1) for i in range(cards)))
     last: dict[str, tuple[str, int]] = {}
     pending: list[tuple[int, Item]] = []  # second ends of planted pairs, due at a time
-    t, n, pairs = START_MS, 0, 0
+    t, n, pairs = start_ms, 0, 0
     while n < count:
         t += rng.randrange(MAX_STEP_MS)
         if pending and (pending[0][0] <= t or count - n <= len(pending)):
@@ -132,7 +154,7 @@ def generate(
             continue
         roll = rng.random()
         if roll < malformed_rate:
-            reason, text = rng.choice(MALFORMED)
+            reason, text = rng.choice(malformed)
             card = rng.choice(ids)
             yield Item(card, text.replace("%s", card), f"malformed:{reason}")
         elif roll < malformed_rate + travel_rate and count - n - len(pending) >= 2:
@@ -158,6 +180,31 @@ def generate(
         n += 1
 
 
+def lines(options: GenerateOptions) -> Iterator[Line]:
+    """The transactions of one `kappa generate --pipeline cards` run (0 to 30 s of event time apart).
+
+    Raises:
+        ValueError: an option the generator cannot honour (late, out-of-order or duplicate
+            records, a malformed fraction over 0.5, an unknown malformed kind).
+    """
+    unsupported = [name for name, value in (("late", options.late), ("out_of_order", options.out_of_order),
+                                            ("duplicates", options.duplicates)) if value]
+    if unsupported:
+        raise ValueError(f"the cards generator makes no {', '.join(unsupported)} records; leave them at 0")
+    if not 0 <= options.malformed <= MAX_MALFORMED_RATE:
+        raise ValueError(f"malformed must be a fraction between 0 and {MAX_MALFORMED_RATE}, "
+                         f"got {options.malformed}")
+    reasons = tuple(reason for reason, _ in MALFORMED)
+    unknown = sorted(set(options.malformed_kinds or reasons) - set(reasons))
+    if unknown or options.malformed_kinds == ():
+        raise ValueError(f"malformed kinds {unknown or '(none)'} unknown; choose from {', '.join(reasons)}")
+    items = generate(sys.maxsize if options.count is None else options.count, options.seed,
+                     malformed_rate=options.malformed, start_ms=options.start_ms,
+                     malformed_kinds=options.malformed_kinds)
+    return (Line(item.value.encode(), item.key.encode() if item.key is not None else None, item.kind)
+            for item in items)
+
+
 def _reachable(a: tuple[Any, ...], b: tuple[Any, ...], gap_ms: int) -> bool:
     """Whether an ordinary card gets from merchant a to b in gap_ms (a flat-earth bound)."""
     dy_km, dx_km = (a[3] - b[3]) * 111.2, (a[4] - b[4]) * 111.2
@@ -173,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--malformed-rate", type=float, default=0.0, help="share of bad messages")
     parser.add_argument("--labels", action="store_true", help="print {key, value, kind} per line")
     args = parser.parse_args(argv)
-    if args.count < 0 or args.cards < 1 or not 0 <= args.malformed_rate <= 0.5:
+    if args.count < 0 or args.cards < 1 or not 0 <= args.malformed_rate <= MAX_MALFORMED_RATE:
         print("error: need --count >= 0, --cards >= 1 and 0 <= --malformed-rate <= 0.5", file=sys.stderr)
         return 2
     try:

@@ -1,8 +1,10 @@
-"""The RSVP pipeline's code: its record parser, per-record transform and gold transforms.
+"""The RSVP pipeline's code: its record parser, per-record transform, gold transforms and reconcile.
 
-The functions are the ones the streaming job and the batch tier run (pipelines/rsvp/validate.py,
-pipelines/rsvp/records.py, jobs/batch/transforms.py), registered here so the pipeline's
-definition is whole and validated (``kappa pipelines validate rsvp``).
+The parser and transform are the ones its streaming job runs (pipelines/rsvp/validate.py,
+pipelines/rsvp/records.py, reached by ``kappa stream`` through ``pipeline.records``), registered
+here so the pipeline's definition is whole and validated (``kappa pipelines validate rsvp``). The
+gold transforms (gold.py) and what reconcile compares (reconcile.py) are what the batch tier runs
+for it (``kappa batch run | reconcile``).
 """
 
 from __future__ import annotations
@@ -10,10 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
+from pyspark.sql import DataFrame
 
-from jobs.batch import transforms
 from jobs.common import rsvp_schema
-from jobs.pipelines import Reject, definitions
+from jobs.pipelines import Reject, Source, definitions
+from pipelines.rsvp import gold, reconcile
 from pipelines.rsvp.records import RECORDS, analyzed
 from pipelines.rsvp.validate import Rules
 from pipelines.rsvp.validate import parse as parse_rsvp
@@ -51,7 +54,32 @@ def analyze(record: Any, previous: Any, params: dict[str, Any]) -> tuple[dict[st
     return analyzed(record, *position, late=params.get("late", False)), None
 
 
-pipeline.gold("city_daily")(transforms.city_daily)
-pipeline.gold("topic_daily")(transforms.topic_daily)
-pipeline.gold("event_stats")(transforms.event_stats)
-pipeline.gold("dlq_daily")(transforms.dlq_daily)
+SILVER = Source(gold.SILVER, gold.SILVER_READ, "event_date")
+
+
+@pipeline.gold("city_daily", reads=(SILVER,))
+def city_daily(silver: DataFrame) -> DataFrame:
+    """Which cities had the most RSVPs (yes, no, guests, members, events) on a day?"""
+    return gold.city_daily(silver)
+
+
+@pipeline.gold("topic_daily", reads=(SILVER,))
+def topic_daily(silver: DataFrame) -> DataFrame:
+    """Which topics trend, day by day and week by week?"""
+    return gold.topic_daily(silver)
+
+
+@pipeline.gold("event_stats", reads=(SILVER, Source(gold.BRONZE, gold.BRONZE_READ, "event_date"),
+                                     Source(gold.DLQ, gold.DLQ_POSITIONS, None)))
+def event_stats(silver: DataFrame, bronze: DataFrame, dlq: DataFrame) -> DataFrame:
+    """Which events expect the most attendees, under either counting rule?"""
+    return gold.event_stats(silver, gold.delivered_rows(bronze, dlq))
+
+
+@pipeline.gold("dlq_daily", reads=(Source(gold.DLQ, gold.DLQ_READ, "dlq_date"),))
+def dlq_daily(dlq: DataFrame) -> DataFrame:
+    """How many dead letters per day, by reason and source?"""
+    return gold.dlq_daily(dlq)
+
+
+pipeline.reconciler(reconcile.views_check)

@@ -140,7 +140,7 @@ def produce_in_hours(cfg, start: datetime, per_hour: int) -> None:
     """Two hours of ``per_hour`` generated RSVPs each from ``start`` into the source topic."""
     from confluent_kafka import Producer
 
-    from jobs.collector.generator import RsvpGenerator
+    from pipelines.rsvp.generator import RsvpGenerator
 
     producer = Producer(cfg.kafka.client_config())
     lines = RsvpGenerator(seed=16, start_ms=int(start.timestamp() * 1000)).generate(2 * per_hour)

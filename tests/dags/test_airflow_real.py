@@ -87,7 +87,20 @@ def instance_env() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def airflow(stack, kappa_env, instance_env):
+def spark_service(stack, kappa_env, instance_env):
+    """The instance's replays, loads and batch jobs attach to a Spark service (`kappa spark up`),
+    as on an operator's machine; down with the module."""
+    up = _kappa(kappa_env, "spark", "up", instance=instance_env)
+    assert up.returncode == 0, up.stdout + up.stderr
+    try:
+        yield
+    finally:
+        down = _kappa(kappa_env, "spark", "down", timeout=120, instance=instance_env)
+        assert down.returncode == 0, down.stdout + down.stderr
+
+
+@pytest.fixture(scope="module")
+def airflow(stack, kappa_env, instance_env, spark_service):
     started = time.monotonic()
     up = _kappa(kappa_env, "airflow", "up", instance=instance_env)
     assert up.returncode == 0, up.stdout + up.stderr

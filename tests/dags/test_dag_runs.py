@@ -86,7 +86,7 @@ def _produce(cfg, start_ms: int, count: int, step_ms: int, seed: int = 16) -> No
     """``count`` generated RSVPs whose Kafka timestamps are start_ms, start_ms + step_ms, ..."""
     from confluent_kafka import Producer
 
-    from jobs.collector.generator import RsvpGenerator
+    from pipelines.rsvp.generator import RsvpGenerator
 
     producer = Producer(cfg.kafka.client_config() | {"linger.ms": 5})
     for index, item in enumerate(RsvpGenerator(seed=seed, start_ms=start_ms).generate(count)):

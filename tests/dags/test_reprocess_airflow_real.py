@@ -28,6 +28,12 @@ airflow, api = real.airflow, real.api  # `kappa airflow up` once for this module
 
 
 @pytest.fixture(scope="module")
+def spark_service() -> Iterator[None]:
+    """No Spark service: the reprocess DAG's jobs run live, each on a Spark of its own."""
+    yield
+
+
+@pytest.fixture(scope="module")
 def instance_env() -> dict[str, str]:
     """The KAPPA_* that `real.airflow` puts on top of this module's environment at `up`."""
     return real.BACKFILL_ENV

@@ -25,6 +25,7 @@ from jobs.common import secrets
 from jobs.common.config import load_config
 from jobs.common.errors import ConfigError
 from jobs.common.health import redis_healthy
+from jobs.common.structure import keyed_object
 from jobs.serve.service import auth_token
 from tests.conftest import AWS_REGION as REGION
 from tests.conftest import AWS_TEST_ENV as AWS_ENV
@@ -110,7 +111,7 @@ def test_each_secret_reaches_the_component_that_uses_it(store, auth_redis):
         redis.Redis(**{**kwargs, "password": None}).ping()
     token = auth_token(cfg, environ={})
     assert token is not None and token.get_secret_value() == SERVE_TOKEN
-    assert Settings.from_config(cfg).http.token == COLLECTOR_TOKEN
+    assert Settings.from_config(cfg, keyed_object(None)).http.token == COLLECTOR_TOKEN
     shown = cfg.model_dump_json()
     assert not [value for value in VALUES if value in shown]
 

@@ -1,9 +1,10 @@
-"""A pipeline's gold tables as batch jobs: its gold transforms over silver, by date partition.
+"""A pipeline's gold tables as batch jobs: its gold transforms over its tables, by date partition.
 
-Each table declared with ``gold: FN`` becomes a :class:`~jobs.batch.jobs.BatchJob` whose one
-source is the pipeline's silver table (the dates' partitions of one pinned snapshot) and whose
-build is the registered transform; jobs/batch/run.py runs it as it runs the RSVP jobs: the
-dates' partitions of the gold table are replaced in one commit recording the silver version.
+Each table declared with ``gold: FN`` becomes a :class:`~jobs.batch.jobs.BatchJob` named ``FN``
+whose sources are what the transform was registered to read (``@pipeline.gold(FN, reads=...)``),
+by default the pipeline's silver table (the dates' partitions of one pinned snapshot), and whose
+build is the registered transform; jobs/batch/run.py runs it: the dates' partitions of the gold
+table are replaced in one commit recording the versions of its sources.
 """
 
 from __future__ import annotations
@@ -32,11 +33,18 @@ def silver_source(spec: PipelineSpec, code: Definitions, *, by_date: bool = True
     return Source(name, columns, decl.partition_by if by_date else None)
 
 
-def _build(fn: Callable[..., Any], silver: str) -> Callable[[Mapping[str, DataFrame]], DataFrame]:
+def _build(fn: Callable[..., Any],
+           sources: Sequence[Source]) -> Callable[[Mapping[str, DataFrame]], DataFrame]:
     def build(frames: Mapping[str, DataFrame]) -> DataFrame:
-        return fn(frames[silver])
+        return fn(*(frames[source.table] for source in sources))
 
     return build
+
+
+def _question(fn: Callable[..., Any]) -> str:
+    """The first line of the transform's docstring."""
+    lines = (fn.__doc__ or "").strip().splitlines()
+    return lines[0].strip() if lines else ""
 
 
 def gold_jobs(spec: PipelineSpec, code: Definitions, tables: Sequence[str] | None = None) -> list[BatchJob]:
@@ -46,7 +54,6 @@ def gold_jobs(spec: PipelineSpec, code: Definitions, tables: Sequence[str] | Non
     if unknown:
         raise ConfigError(f"pipeline {spec.name} builds no gold table(s) {', '.join(unknown)}; it builds: "
                           f"{', '.join(declared) or 'none'}")
-    source = silver_source(spec, code)
     jobs = []
     for name, decl in declared.items():
         if tables and name not in tables:
@@ -56,8 +63,9 @@ def gold_jobs(spec: PipelineSpec, code: Definitions, tables: Sequence[str] | Non
             raise ConfigError(f"pipeline {spec.name}: table {name} is built by gold transform {decl.gold!r}, "
                               f"which its code does not register (registered: "
                               f"{', '.join(code.gold_fns) or 'none'}); add @pipeline.gold({decl.gold!r})")
-        jobs.append(BatchJob(f"{spec.name}:{decl.gold}", name, spec.name, decl.partition_by, (source,),
-                             _build(fn, source.table), (fn.__doc__ or "").strip()))
+        sources = code.gold_reads.get(decl.gold or "") or (silver_source(spec, code),)
+        jobs.append(BatchJob(decl.gold or "", name, name.split(".", 1)[0], decl.partition_by, sources,
+                             _build(fn, sources), _question(fn)))
     return jobs
 
 

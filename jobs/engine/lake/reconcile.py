@@ -10,7 +10,7 @@ now. The query returns, per view kind:
 
 Counts are exact, so any difference is a drift. A lake window absent from Redis that started
 over the view's ``ttl_s`` ago expired as designed and is not compared (``expired``). A drift
-raises :class:`~jobs.batch.reconcile.ViewsDrift` (exit 6) carrying the whole report.
+raises :class:`~jobs.batch.report.ViewsDrift` (exit 6) carrying the whole report.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from jobs.batch.reconcile import Difference, ReconcileReport, ViewsDrift
+from jobs.batch.report import Difference, ReconcileReport, ViewsDrift
 from jobs.common.config import KappaConfig
 from jobs.common.errors import ConfigError
 from jobs.engine.lake.gold import silver_source

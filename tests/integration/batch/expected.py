@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
-from jobs.collector.generator import FaultMix, RsvpGenerator
+from pipelines.rsvp.generator import FaultMix, RsvpGenerator
 from tests.integration.batch.pipeline import Message
 
 FAULTS = FaultMix(late=0.08, out_of_order=0.04, duplicates=0.08, malformed=0.04)

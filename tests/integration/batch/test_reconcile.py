@@ -17,7 +17,8 @@ from datetime import date
 import pytest
 from deltalake import DeltaTable
 
-from jobs.batch.reconcile import ViewsDrift, reconcile
+from jobs.batch.reconcile import reconcile
+from jobs.batch.report import ViewsDrift
 from jobs.common.delta import table_uri
 from tests.integration.batch import expected
 

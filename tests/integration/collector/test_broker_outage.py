@@ -13,7 +13,7 @@ import httpx
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from jobs.collector.generator import RsvpGenerator
+from pipelines.rsvp.generator import RsvpGenerator
 from tests.integration.collector.support import read_topic
 
 BUFFER_LIMIT = 3_000

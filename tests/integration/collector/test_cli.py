@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pytest
 
-from jobs.collector.generator import RsvpGenerator
+from pipelines.rsvp.generator import RsvpGenerator
 from tests.integration.collector.support import read_topic, silent_port
 
 
@@ -65,3 +66,25 @@ def test_generate_to_topic_and_to_collector(run_kappa, start_collector, topics, 
     metrics = collector.wait_drained()
     assert metrics["accepted_total"] + metrics["rejected_total"] == 1000 and metrics["rejected_total"] > 0
     assert f"accepted {int(metrics['accepted_total'])}" in sent.stderr
+
+
+def test_generate_cards_to_topic_keys_each_transaction_by_its_card(run_kappa, topic_factory, kafka_props):
+    direct = topic_factory(3, prefix="gen-cards")
+    result = run_kappa("generate", "--pipeline", "cards", "-n", "200", "--seed", "5", "--malformed", "0.05",
+                       "--to-topic", direct)
+    assert result.returncode == 0, result.stderr
+    messages = read_topic(kafka_props, direct)
+    assert len(messages) == 200 and all(m.key is not None and m.key.startswith(b"card-") for m in messages)
+    parsed = [_object(m.value) for m in messages]
+    keyed = [(m.key, record["card_id"].encode()) for m, record in zip(messages, parsed, strict=True)
+             if record.get("card_id") is not None]
+    assert len(keyed) > 150 and all(key == card for key, card in keyed)
+    assert len({m.key for m in messages}) > 10
+
+
+def _object(value: bytes) -> dict:
+    try:
+        record = json.loads(value)
+    except ValueError:
+        return {}
+    return record if isinstance(record, dict) else {}

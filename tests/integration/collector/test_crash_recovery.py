@@ -17,7 +17,7 @@ import httpx
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from jobs.collector.generator import RsvpGenerator
+from pipelines.rsvp.generator import RsvpGenerator
 from tests.integration.collector.support import read_topic
 
 BATCH = 500

@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
-from jobs.collector.generator import RsvpGenerator
+from pipelines.rsvp.generator import RsvpGenerator
 from tests.integration.collector.support import read_topic
 
 TOPIC_MAX_BYTES = 4_000

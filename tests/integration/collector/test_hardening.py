@@ -9,7 +9,7 @@ import time
 import httpx
 import pytest
 
-from jobs.collector.generator import RsvpGenerator
+from pipelines.rsvp.generator import RsvpGenerator
 from tests.integration.collector.support import read_topic
 
 NDJSON = {"content-type": "application/x-ndjson"}

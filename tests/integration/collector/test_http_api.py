@@ -6,7 +6,7 @@ import json
 
 import httpx
 
-from jobs.collector.generator import RsvpGenerator
+from pipelines.rsvp.generator import RsvpGenerator
 from tests.integration.collector.support import read_topic
 
 NDJSON = {"content-type": "application/x-ndjson"}

@@ -7,7 +7,7 @@ from collections import Counter
 import httpx
 import pytest
 
-from jobs.collector.generator import FaultMix, RsvpGenerator
+from pipelines.rsvp.generator import FaultMix, RsvpGenerator
 from tests.integration.collector.support import assert_reason, read_topic
 
 BATCH = 1_000

@@ -6,8 +6,9 @@ from collections import Counter
 
 from confluent_kafka import KafkaError
 
-from jobs.collector.generator import RsvpGenerator
 from jobs.collector.service import Collector, Settings
+from jobs.common.rsvp_schema import check_record
+from pipelines.rsvp.generator import RsvpGenerator
 from tests.integration.collector.support import read_topic
 
 BATCH = 1_000
@@ -15,7 +16,8 @@ BATCH = 1_000
 
 def _settings(tmp_path, raw: str, dlq: str) -> Settings:
     return Settings(topic=raw, dlq_topic=dlq, log_path=tmp_path / "log.sqlite", buffer_limit=100_000,
-                    max_record_bytes=65_536, max_retries=5, host="127.0.0.1", port=0)
+                    max_record_bytes=65_536, max_retries=5, host="127.0.0.1", port=0,
+                    record_check=check_record)
 
 
 def test_a_fatal_producer_error_rebuilds_the_producers_and_loses_nothing(kafka_props, topics, tmp_path):

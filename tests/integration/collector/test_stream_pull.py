@@ -11,7 +11,7 @@ from itertools import count
 import pytest
 from websockets.sync.server import serve
 
-from jobs.collector.generator import FaultMix, RsvpGenerator
+from pipelines.rsvp.generator import FaultMix, RsvpGenerator
 from tests.conftest import REPO
 from tests.integration.collector.support import assert_reason, read_topic, silent_port, wait_for_records
 

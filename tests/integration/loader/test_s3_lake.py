@@ -24,9 +24,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from jobs.batch.lake_views import lake_views
-from jobs.batch.live import gold_views
-from jobs.batch.reconcile import ReconcileReport
+from jobs.batch.report import ReconcileReport
 from jobs.batch.run import run_job
 from jobs.common.config import KappaConfig, load_config
 from jobs.common.delta import Commit, DeltaConflictError, open_delta, table_uri, write_delta
@@ -36,6 +34,8 @@ from jobs.loader.maintain import run_maintenance
 from jobs.loader.offsets import parse_until
 from jobs.loader.sql import run_sql
 from jobs.loader.tables import targets
+from pipelines.rsvp.lake_views import lake_views
+from pipelines.rsvp.live import gold_views
 from tests.conftest import AWS_REGION, AWS_TEST_ENV, REPO
 from tests.integration.loader.support import BASE_MS, DAY_MS, analyzed, produce, produce_raw, summary
 
@@ -139,7 +139,7 @@ def test_loader_batch_reconcile_sql_and_maintenance_on_s3_equal_a_local_lake(
         ("2026-01-02", "Barcelona", 1, 0), ("2026-01-02", "Madrid", 1, 1)]
 
     report = ReconcileReport("s3-test", None)   # reconcile's lake side: deliveries of ids 1, 2, 3, 5
-    views = lake_views(spark, s3, None, report, lambda line: None)
+    views = lake_views(spark, s3, report, lambda line: None)
     assert views["city_window"] == {f"city_window/{BASE_MS}/Barcelona": 2, f"city_window/{BASE_MS}/Madrid": 2}
     assert report.source_versions == {SILVER: 0, BRONZE: 0, DLQ: 0}
     assert gold_views(s3, None) == gold_views(local, None) is not None

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.collector.generator import RsvpGenerator
 from jobs.monitoring.local import RULES, prometheus_config, start_prometheus, wait_ready
+from pipelines.rsvp.generator import RsvpGenerator
 from tests.conftest import KAPPA, REPO, free_port
 from tests.integration.streaming.conftest import produce
 

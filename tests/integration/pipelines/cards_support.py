@@ -43,7 +43,9 @@ def copy_cards(root: Path) -> tuple[Path, str]:
     folder = root / name
     folder.mkdir(parents=True)
     (folder / "pipeline.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
-    shutil.copy(CARDS / "pipeline.py", folder / "pipeline.py")
+    for file in (spec.get("code", "pipeline.py"), spec.get("generator"), spec.get("collect")):
+        if file:  # the files its pipeline.yaml names
+            shutil.copy(CARDS / file, folder / file)
     return folder, name
 
 

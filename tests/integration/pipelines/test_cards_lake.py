@@ -145,3 +145,8 @@ def test_cards_lake_load_gold_reconcile(stack, spark, tmp_path, kafka_props, red
     found = json.loads(done.stdout)
     assert [(d["view"], d["key"], d["live_value"], d["lake_value"]) for d in found["differences"]] == [
         ("flags_by_country", f"{window}/{place}", str(counts[place] + 1), str(counts[place]))]
+    batch = subprocess.run([*KAPPA, "batch", "reconcile", "--pipeline", name, "--json"], env=env, cwd=REPO,
+                           capture_output=True, text=True, timeout=600, check=False)
+    assert batch.returncode == 6, batch.stderr[-3000:]   # the same check through `kappa batch`
+    assert [(d["view"], d["key"]) for d in json.loads(batch.stdout)["differences"]] == [
+        ("flags_by_country", f"{window}/{place}")]

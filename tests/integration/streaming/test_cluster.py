@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from jobs.collector.generator import FaultMix, RsvpGenerator
 from jobs.common.config import KappaConfig
 from jobs.common.submit import build_submit, package_code
 from jobs.streaming.job import RunSpec, run_stream
+from pipelines.rsvp.generator import FaultMix, RsvpGenerator
 from tests.conftest import free_port
 from tests.integration.streaming.conftest import produce
 

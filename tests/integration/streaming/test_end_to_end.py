@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from jobs.collector.generator import FaultMix, RsvpGenerator
 from jobs.common.config import KappaConfig
 from jobs.streaming.job import RunSpec, run_stream
+from pipelines.rsvp.generator import FaultMix, RsvpGenerator
 from tests.integration.streaming.conftest import produce
 from tests.integration.streaming.expected import Expected, Sent, compute, metrics_batches, read_topic
 

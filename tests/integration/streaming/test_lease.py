@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 import redis
@@ -79,6 +80,8 @@ def test_another_hosts_dead_driver_is_taken_over_once_its_lease_expired(lease_cf
     with pytest.raises(AlreadyRunning, match="host host-x, pid 1"):
         QueryLease(lease_cfg, checkpoint, "q", HINT).acquire()
     client.pexpire(key, 1)
+    while client.exists(key):   # expired: gone for every client from now on
+        time.sleep(0.01)
     lease = QueryLease(lease_cfg, checkpoint, "q", HINT)
     lease.acquire()
     lease.release()

@@ -30,10 +30,10 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from websockets.sync.client import connect as ws_connect
 
-from jobs.collector.generator import RsvpGenerator
 from jobs.common.config import load_config
 from jobs.serve.server import ServerThread
 from jobs.streaming.state import checkpoint_path, lock_holder
+from pipelines.rsvp.generator import RsvpGenerator
 from tests.conftest import KAPPA, REPO
 from tests.integration.serve.support import SseReader
 from tests.integration.streaming.conftest import produce

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from jobs.collector.generator import RsvpGenerator
 from jobs.streaming.job import RunSpec, run_stream
+from pipelines.rsvp.generator import RsvpGenerator
 from tests.integration.streaming.conftest import produce
 from tests.integration.streaming.expected import read_topic
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import time
 
-from jobs.batch.reconcile import ReconcileReport, _unexpired
+from jobs.batch.reconcile import unexpired
+from jobs.batch.report import ReconcileReport
+from pipelines.rsvp.reconcile import WINDOWED
 
 DAY_MS = 86_400_000
 
@@ -18,7 +20,7 @@ def test_old_windows_absent_from_redis_are_not_compared_and_old_ones_in_redis_ar
             "event": {"event/e1": [1, 0, 0]}}
     live = {"city_window": {f"city_window/{old}/Lyon": 1}, "members_window": {}, "event": {}}
     report = ReconcileReport("r", None)
-    kept = _unexpired(lake, live, 2 * 86_400, report)
+    kept = unexpired(lake, live, 2 * 86_400, report, WINDOWED)
     assert kept == {"city_window": {f"city_window/{recent}/Madrid": 2, f"city_window/{old}/Lyon": 1},
                     "members_window": {f"members_window/{recent}": 3}, "event": {"event/e1": [1, 0, 0]}}
     assert report.expired == 2

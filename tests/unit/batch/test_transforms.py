@@ -7,8 +7,16 @@ from datetime import UTC, date, datetime
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from jobs.batch.jobs import BRONZE_READ, DLQ_READ, SILVER_READ
-from jobs.batch.transforms import city_daily, delivered_rows, dlq_daily, event_stats, topic_daily
+from pipelines.rsvp.gold import (
+    BRONZE_READ,
+    DLQ_READ,
+    SILVER_READ,
+    city_daily,
+    delivered_rows,
+    dlq_daily,
+    event_stats,
+    topic_daily,
+)
 
 D1, D2 = date(2026, 1, 1), date(2026, 1, 2)
 

@@ -1,4 +1,4 @@
-"""The live views recomputed from the lake (jobs/batch/views.py) on tiny inline rows, against
+"""The RSVP live views recomputed from the lake (pipelines/rsvp/views.py) on tiny inline rows, against
 answers written by hand from docs/streaming.md ("What counts", "Late records: stream time")."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import json
 
 from pyspark.testing import assertDataFrameEqual
 
-from jobs.batch.jobs import DLQ_POSITIONS
-from jobs.batch.lake_views import DELIVERED_COLUMNS, RSVP_COLUMNS
-from jobs.batch.views import (
+from pipelines.rsvp.gold import DLQ_POSITIONS
+from pipelines.rsvp.lake_views import DELIVERED_COLUMNS, RSVP_COLUMNS
+from pipelines.rsvp.views import (
     city_windows,
     deliveries,
     event_responses,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -96,6 +97,15 @@ def test_a_kappa_stream_pipeline_registers_a_record_codec(tmp_path: Path) -> Non
         "jobs.streaming.codec.RecordCodec, or run the pipeline on the engine (job: engine)"]
 
 
+def test_a_generator_or_collect_file_named_but_missing_is_one_line_each(tmp_path: Path) -> None:
+    folder = write(tmp_path, "tiny")
+    spec = (folder / "pipeline.yaml").read_text()
+    (folder / "pipeline.yaml").write_text(spec + "generator: gen.py\ncollect: check.py\n")
+    assert lines_of(folder) == [
+        "pipeline tiny: generator: gen.py does not exist beside pipeline.yaml; create it or fix `generator:`",
+        "pipeline tiny: collect: check.py does not exist beside pipeline.yaml; create it or fix `collect:`"]
+
+
 def test_fields_gold_transforms_and_shared_names_are_checked(tmp_path: Path) -> None:
     folder = write(tmp_path, "tiny", kind="tumbling", extra=", window_s: 60")
     spec = (folder / "pipeline.yaml").read_text().replace("key: colour", "key: shade")
@@ -129,3 +139,58 @@ def test_the_cli_validates_with_one_line_per_problem_and_exit_1(tmp_path: Path) 
     listed = subprocess.run([*KAPPA, "pipelines", "list"], env=env, cwd=REPO, text=True,
                             capture_output=True, timeout=120, check=True)
     assert "rsvp: source rsvps.raw" in listed.stdout and "tiny (invalid" in listed.stdout
+
+
+GOLD_READS = '''
+from jobs.pipelines import Source
+
+@pipeline.gold("tiny_daily", reads=(Source("silver.tiny", "id long, event_date date", "event_date"),
+                                    Source("ops.tiny_dlq", "reason_code string", None)))
+def tiny_daily(silver, dlq):
+    """How many of each per day?
+
+    More words.
+    """
+    return ("built", silver, dlq)
+'''
+
+
+def test_a_gold_transform_reads_its_declared_sources_in_order_and_names_its_job(tmp_path: Path) -> None:
+    from jobs.engine.lake.gold import gold_jobs
+
+    folder = write(tmp_path, "tiny", code=GOLD_READS)
+    (folder / "pipeline.yaml").write_text((folder / "pipeline.yaml").read_text()
+                                          + "  gold.tiny_daily: {gold: tiny_daily}\n")
+    assert lines_of(folder) == [
+        "pipeline tiny: code: gold transform 'tiny_daily' reads ops.tiny_dlq, which tables does not "
+        "declare; declare the table or read another"]
+    loaded = load(folder)
+    [job] = gold_jobs(loaded.spec, loaded.code)
+    assert (job.name, job.table, job.family, job.date_column) == ("tiny_daily", "gold.tiny_daily", "gold",
+                                                                  "event_date")
+    assert [(s.table, s.date_column) for s in job.sources] == [("silver.tiny", "event_date"),
+                                                               ("ops.tiny_dlq", None)]
+    assert job.question == "How many of each per day?"
+    assert job.build({"ops.tiny_dlq": "dead", "silver.tiny": "rows"}) == ("built", "rows", "dead")
+
+
+def test_kappa_batch_acts_on_the_pipeline_named_or_the_configured_one() -> None:
+    def kappa(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*KAPPA, "batch", *args], env=dict(os.environ), cwd=REPO, capture_output=True,
+                              text=True, timeout=120, check=False)
+
+    cards = kappa("list", "--pipeline", "cards", "--json")
+    assert cards.returncode == 0, cards.stderr
+    assert [(row["job"], row["table"], row["dag"]) for row in json.loads(cards.stdout)] == [
+        ("flags_by_country_daily", "gold.card_flags_country_daily", "pipeline_cards_gold"),
+        ("flags_by_merchant_daily", "gold.card_flags_merchant_daily", "pipeline_cards_gold")]
+    rsvp = kappa("list", "--json")   # conf/base.yaml: pipelines.default rsvp
+    assert [(row["job"], row["dag"]) for row in json.loads(rsvp.stdout)] == [
+        ("city_daily", "batch_gold"), ("topic_daily", "batch_gold"), ("event_stats", "batch_gold"),
+        ("dlq_daily", "batch_ops")]
+    wrong = kappa("run", "city_daily", "--pipeline", "cards", "--from", "2026-01-01", "--to", "2026-01-02")
+    assert wrong.returncode == 2
+    assert ("unknown batch job 'city_daily'; known: flags_by_country_daily, flags_by_merchant_daily"
+            in wrong.stderr)
+    ranged = kappa("reconcile", "--pipeline", "cards", "--from", "2026-01-01", "--to", "2026-01-02")
+    assert ranged.returncode == 2 and "pipeline cards reconciles whole views" in ranged.stderr

@@ -1,4 +1,4 @@
-"""The live views recomputed from the lake: pure transforms for ``kappa batch reconcile``.
+"""The RSVP live views recomputed from the lake: pure transforms for ``kappa batch reconcile``.
 
 The live views (Redis, docs/streaming.md "Redis keys") count every delivered valid record by its
 Kafka position; windowed views only records that were on time. The lake holds every delivered
@@ -17,7 +17,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from jobs.batch.transforms import valid_deliveries
+from pipelines.rsvp.gold import valid_deliveries
 
 DELIVERY_COLUMNS = ("event_time_ms", "event_id", "response", "guests", "member_id", "topics", "city",
                     "late")

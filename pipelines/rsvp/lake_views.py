@@ -1,7 +1,7 @@
-"""The live views as the lake recomputes them, in the keys ``kappa batch reconcile`` compares.
+"""The RSVP live views as the lake recomputes them, in the keys ``kappa batch reconcile`` compares.
 
 One snapshot of ``silver.rsvps``, ``bronze.rsvps_raw`` and ``ops.dlq`` goes through the pure
-transforms of jobs/batch/views.py; the result is ``Views`` (kind -> key -> value) in the keys of
+transforms of pipelines/rsvp/views.py; the result is ``Views`` (kind -> key -> value) in the keys of
 ``rsvps.summaries`` (``city_window/<start>/<city>``, ``members_window/<start>``,
 ``event/<event_id>`` -> ``[yes, no, guests]``, ``topic/<name>``) and, for what only Redis holds,
 ``topic_minute/<start>/<topic>``, ``trending/<start>/<topic>``, ``totals/<name>`` and
@@ -11,46 +11,35 @@ transforms of jobs/batch/views.py; the result is ``Views`` (kind -> key -> value
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, date, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from jobs.batch.reconcile import Views
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from jobs.batch.reconcile import ReconcileReport
+    from jobs.batch.report import ReconcileReport
     from jobs.common.config import KappaConfig
 
-Views = dict[str, dict[str, Any]]   # kind -> key -> value
 RSVP_COLUMNS = "rsvp_id long, event_id string, member_id long, topics array<string>, city string"
 DELIVERED_COLUMNS = ("rsvp_id long, mtime long, value string, kafka_topic string, kafka_partition int, "
                      "kafka_offset long")
-WINDOWED = ("city_window", "members_window", "topic_minute", "trending")
-ALL_TIME = ("event", "topic", "totals", "members_all")
-DAY_MS = 86_400_000
 
 
-def span(dates: list[date] | None) -> tuple[int, int] | None:
-    """The event-time range ``[first midnight, last midnight + 1 day)`` of ``dates`` in ms (None: all)."""
-    if not dates:
-        return None
-    first = datetime.combine(min(dates), datetime.min.time(), UTC)
-    last = datetime.combine(max(dates), datetime.min.time(), UTC)
-    return int(first.timestamp() * 1000), int(last.timestamp() * 1000) + DAY_MS
-
-
-def lake_views(spark: SparkSession, cfg: KappaConfig, dates: list[date] | None, report: ReconcileReport,
+def lake_views(spark: SparkSession, cfg: KappaConfig, report: ReconcileReport,
                progress: Callable[[str], None]) -> Views:
     """The views recomputed from one snapshot of bronze, silver and ops.dlq.
 
-    Every partition of each is read, also for ``dates``: a delivery's ``late`` flag depends on
-    every delivery before it in its Kafka partition, and its RSVP's silver row may lie on
-    another date (a later version); ``dates`` only narrow the windows compared.
+    Every partition of each is read, also for a run over some dates: a delivery's ``late`` flag
+    depends on every delivery before it in its Kafka partition, and its RSVP's silver row may lie
+    on another date (a later version); dates only narrow the windows compared.
     """
-    from jobs.batch import views
-    from jobs.batch.jobs import BRONZE, DLQ, DLQ_POSITIONS, SILVER, Source
+    from jobs.batch.jobs import Source
     from jobs.batch.lake import read_source, snapshot_at
     from jobs.common.delta import table_uri
     from jobs.common.lake_storage import storage_options
+    from pipelines.rsvp import views
+    from pipelines.rsvp.gold import BRONZE, DLQ, DLQ_POSITIONS, SILVER
 
     frames = {}
     for source in (Source(SILVER, RSVP_COLUMNS, None), Source(BRONZE, DELIVERED_COLUMNS, None),
@@ -64,19 +53,13 @@ def lake_views(spark: SparkSession, cfg: KappaConfig, dates: list[date] | None, 
     streaming = cfg.streaming
     rows = views.deliveries(frames[BRONZE], frames[DLQ], frames[SILVER], streaming.watermark_s * 1000).cache()
     try:
-        lake = _windowed(rows, cfg) | _all_time(rows, frames[DLQ], streaming.source_topic)
+        return _windowed(rows, cfg) | _all_time(rows, frames[DLQ], streaming.source_topic)
     finally:
         rows.unpersist()
-    within = span(dates)
-    if within is not None:
-        for kind in WINDOWED:
-            lake[kind] = {key: value for key, value in lake[kind].items()
-                          if within[0] <= int(key.split("/")[1]) < within[1]}
-    return lake
 
 
 def _windowed(rows: DataFrame, cfg: KappaConfig) -> Views:
-    from jobs.batch import views
+    from pipelines.rsvp import views
 
     s = cfg.streaming
     slide_ms = s.trending_slide_s * 1000
@@ -99,8 +82,8 @@ def _windowed(rows: DataFrame, cfg: KappaConfig) -> Views:
 def _all_time(rows: DataFrame, dlq: DataFrame, source_topic: str) -> Views:
     from pyspark.sql import functions as F
 
-    from jobs.batch import views
-    from jobs.batch.transforms import dead_positions
+    from pipelines.rsvp import views
+    from pipelines.rsvp.gold import dead_positions
 
     counted = views.totals(rows).first()
     dead = dead_positions(dlq).where(F.col("kafka_topic") == F.lit(source_topic)).count()

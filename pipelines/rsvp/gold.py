@@ -1,14 +1,26 @@
-"""Pure ``DataFrame -> DataFrame`` transforms from lake rows to the batch tables (docs/tables.md).
+"""The RSVP pipeline's gold transforms: pure ``DataFrame -> DataFrame`` functions (docs/tables.md).
 
 Inputs are rows of ``silver.rsvps`` (one row per ``rsvp_id``: the latest version of each RSVP),
-``bronze.rsvps_raw`` (every delivered record) and ``ops.dlq``; outputs are the columns of each
-table in order (``select`` is the contract). Nothing here touches a session, a reader or a writer.
+``bronze.rsvps_raw`` (every delivered record) and ``ops.dlq``, read with the columns of the
+``*_READ`` declarations below (the read is the contract: a column not named is never read);
+outputs are the columns of each table in order (``select`` is the contract). Nothing here
+touches a session, a reader or a writer.
 """
 
 from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+
+SILVER, BRONZE, DLQ = "silver.rsvps", "bronze.rsvps_raw", "ops.dlq"
+SILVER_READ = ("event_date date, rsvp_id long, event_time timestamp, event_id string, "
+               "event_name string, group_id long, member_id long, response string, guests long, "
+               "topics array<string>, city string, country string, late boolean")
+BRONZE_READ = ("event_date date, value string, kafka_topic string, kafka_partition int, "
+               "kafka_offset long")
+DLQ_READ = ("dlq_date date, reason_code string, source string, source_topic string, "
+            "source_partition int, source_offset long, kafka_timestamp timestamp")
+DLQ_POSITIONS = "source_topic string, source_partition int, source_offset long"
 
 YES, NO = "yes", "no"
 

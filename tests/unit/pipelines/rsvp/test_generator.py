@@ -8,8 +8,8 @@ from statistics import median
 
 import pytest
 
-from jobs.collector.generator import FaultMix, RsvpGenerator
 from jobs.common import rsvp_schema as schema
+from pipelines.rsvp.generator import FaultMix, RsvpGenerator
 
 START = 1_767_225_600_000
 

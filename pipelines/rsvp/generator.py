@@ -7,6 +7,7 @@ expected outcome without asking the code under test.
 
 Event time (``mtime``) follows a virtual clock that advances ``1000 / events_per_second`` ms
 per event from ``start_ms``; late events lie minutes behind it, out-of-order events seconds.
+:func:`lines` is what ``kappa generate --pipeline rsvp`` runs (``generator:`` in pipeline.yaml).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from jobs.collector.catalog import build_catalog
 from jobs.common import rsvp_schema as schema
+from jobs.pipelines.generate import GenerateOptions
+from pipelines.rsvp.catalog import build_catalog
 
 MALFORMED_KINDS = (schema.INVALID_JSON, schema.MISSING_FIELD, schema.WRONG_TYPE, schema.OVERSIZE)
 DEFAULT_START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -70,6 +72,25 @@ class Generated:
     def malformed(self) -> bool:
         """True for lines a collector must reject."""
         return self.kind.startswith(MALFORMED_PREFIX)
+
+    @property
+    def key(self) -> bytes | None:
+        """The Kafka key: the ``rsvp_id`` as decimal bytes (None for a malformed line)."""
+        return str(self.rsvp_id).encode() if self.rsvp_id is not None else None
+
+
+def lines(options: GenerateOptions) -> Iterator[Generated]:
+    """The RSVP lines of one ``kappa generate`` run.
+
+    Raises:
+        ValueError: a fault fraction or malformed kind is out of range.
+    """
+    kinds = MALFORMED_KINDS if options.malformed_kinds is None else options.malformed_kinds
+    faults = FaultMix(options.late, options.out_of_order, options.duplicates, options.malformed, kinds)
+    generator = RsvpGenerator(options.seed, faults, options.start_ms,
+                              events_per_second=options.events_per_second or DEFAULT_EVENTS_PER_SECOND,
+                              oversize_bytes=options.oversize_bytes)
+    return generator.generate(options.count)
 
 
 class RsvpGenerator:

@@ -1,6 +1,6 @@
-"""The live views as they are now: Redis (docs/streaming.md "Redis keys") and gold.rsvp_summaries.
+"""The RSVP live views as they are when read: Redis (docs/streaming.md "Redis keys") and gold.rsvp_summaries.
 
-Both are read into the shape of jobs/batch/lake_views.py ``Views``: kind -> key -> value, with
+Both are read into the shape of jobs/batch/reconcile.py ``Views``: kind -> key -> value, with
 the keys of ``rsvps.summaries`` (``city_window/<start>/<city>``, ``members_window/<start>``,
 ``event/<event_id>`` -> ``[yes, no, guests]``, ``topic/<name>``) and ``topic_minute/<start>/<topic>``,
 ``trending/<start>/<topic>``, ``totals/<name>``, ``members_all``.
@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from jobs.batch.reconcile import Views
+
 if TYPE_CHECKING:
     from jobs.common.config import KappaConfig
 
-Views = dict[str, dict[str, Any]]
 SCAN_COUNT = 1000
 TOTALS = ("input", "valid", "dlq", "late")
 
