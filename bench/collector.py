@@ -36,9 +36,9 @@ from jobs.collector import pull  # noqa: E402
 from jobs.collector.producer import producer_config  # noqa: E402
 from jobs.collector.service import Collector, Settings  # noqa: E402
 from jobs.common.config import load_config  # noqa: E402
-from jobs.common.rsvp_schema import check_record  # noqa: E402
 from jobs.common.stack import EmbeddedStack  # noqa: E402
 from pipelines.rsvp.generator import RsvpGenerator  # noqa: E402
+from pipelines.rsvp.schema import check_record  # noqa: E402
 
 
 def main() -> None:

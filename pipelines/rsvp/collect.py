@@ -6,6 +6,6 @@ Structure only: a JSON object carrying every required top-level key, with ``rsvp
 
 from __future__ import annotations
 
-from jobs.common.rsvp_schema import check_record
+from pipelines.rsvp.schema import check_record
 
 check = check_record

@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from jobs.common import rsvp_schema as schema
 from jobs.pipelines.generate import GenerateOptions
+from pipelines.rsvp import schema
 from pipelines.rsvp.catalog import build_catalog
 
 MALFORMED_KINDS = (schema.INVALID_JSON, schema.MISSING_FIELD, schema.WRONG_TYPE, schema.OVERSIZE)

@@ -14,17 +14,16 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from jobs.common import rsvp_schema
 from jobs.pipelines import Reject, Source, definitions
-from pipelines.rsvp import gold, reconcile
+from pipelines.rsvp import gold, reconcile, schema
 from pipelines.rsvp.records import RECORDS, analyzed
 from pipelines.rsvp.validate import Rules
 from pipelines.rsvp.validate import parse as parse_rsvp
 
 pipeline = definitions(__file__)
 pipeline.records = RECORDS
-pipeline.reasons = (rsvp_schema.OVERSIZE, "too_deep", "number_too_long", rsvp_schema.INVALID_JSON,
-                    "not_an_object", rsvp_schema.WRONG_TYPE, rsvp_schema.MISSING_FIELD, "invalid_value",
+pipeline.reasons = (schema.OVERSIZE, "too_deep", "number_too_long", schema.INVALID_JSON,
+                    "not_an_object", schema.WRONG_TYPE, schema.MISSING_FIELD, "invalid_value",
                     "bad_event_time")
 pipeline.analyzed_schema = pa.schema([
     ("schema_version", pa.int32()), ("rsvp_id", pa.int64()), ("event_time_ms", pa.int64()),

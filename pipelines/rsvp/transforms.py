@@ -19,9 +19,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.window import Window
 
-from jobs.common import rsvp_schema as schema
 from jobs.streaming.dead_letters import MAX_DLQ_VALUE_BYTES
 from jobs.streaming.task import kafka_millis
+from pipelines.rsvp import schema
 from pipelines.rsvp.records import ANALYZED_SCHEMA_VERSION
 from pipelines.rsvp.validate import Rules
 
@@ -71,7 +71,7 @@ def parse_rsvps(rules: Rules = DEFAULT_RULES) -> Transform:
 
     Reasons, first match wins: ``oversize``, ``too_deep``/``number_too_long``, ``invalid_json``,
     ``not_an_object``, ``wrong_type``, ``missing_field``, ``invalid_value``, ``bad_event_time``
-    (codes in jobs/common/rsvp_schema.py; format ``<code>: <detail>``).
+    (codes in pipelines/rsvp/schema.py; format ``<code>: <detail>``).
     """
 
     def transform(df: DataFrame) -> DataFrame:

@@ -1,7 +1,7 @@
 """Parse and validate one RSVP value against the one schema: plain Python, no Spark.
 
 :func:`parse` returns the typed record or the dead-letter reason. It has two paths with one
-outcome: a typed ``msgspec`` decode generated from :data:`jobs.common.rsvp_schema.RSVP_FIELDS`
+outcome: a typed ``msgspec`` decode generated from :data:`pipelines.rsvp.schema.RSVP_FIELDS`
 (required fields non-null, exact JSON types, longs within 64 bits) accepts a conforming record
 in one C call; anything it refuses is decoded again as plain JSON and checked field by field,
 which yields the exact reason. Reasons, first match wins (docs/streaming.md):
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 
-from jobs.common import rsvp_schema as schema
+from pipelines.rsvp import schema
 
 if TYPE_CHECKING:
     from jobs.common.config import KappaConfig

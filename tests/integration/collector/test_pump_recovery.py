@@ -7,8 +7,8 @@ from collections import Counter
 from confluent_kafka import KafkaError
 
 from jobs.collector.service import Collector, Settings
-from jobs.common.rsvp_schema import check_record
 from pipelines.rsvp.generator import RsvpGenerator
+from pipelines.rsvp.schema import check_record
 from tests.integration.collector.support import read_topic
 
 BATCH = 1_000

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jobs.collector.http import parse_body
-from jobs.common.rsvp_schema import check_record
+from pipelines.rsvp.schema import check_record
 
 OK = (b'{"rsvp_id":1,"mtime":2,"visibility":"public","response":"yes","guests":0,'
       b'"member":{},"event":{},"group":{}}')

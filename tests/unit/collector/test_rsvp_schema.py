@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from jobs.common import rsvp_schema as schema
+from pipelines.rsvp import schema
 
 VALID = {
     "venue": {"venue_name": "Hall", "lon": 1.5, "lat": 2, "venue_id": 9},

@@ -8,7 +8,7 @@ from statistics import median
 
 import pytest
 
-from jobs.common import rsvp_schema as schema
+from pipelines.rsvp import schema
 from pipelines.rsvp.generator import FaultMix, RsvpGenerator
 
 START = 1_767_225_600_000
