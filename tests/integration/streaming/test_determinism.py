@@ -6,7 +6,8 @@ driver moved between two hosts at each restart, (b) as one replay in 100,000-rec
 as a rebuild from the earliest offset after the Redis database was flushed. The three Redis
 states are equal key by key (HyperLogLogs: the same count, and merged with each other they count
 the same), and every ``late`` flag in the three ``rsvps.analyzed`` outputs agrees per source
-position; the live views and output equal the independent computation.
+position; the live views, output and batch metrics (no record counted twice) equal the
+independent computation.
 
 "host A" and "host B" are two working folders, each with its own ``var/`` (stack data and logs),
 lake folder and temp folders (``TMPDIR``, ``SPARK_LOCAL_DIRS``) and its own ``KAPPA_HOSTNAME``;
@@ -30,8 +31,8 @@ import redis
 from jobs.streaming.lease import lease_key
 from tests.conftest import KAPPA, REPO
 from tests.integration.streaming.conftest import produce
-from tests.integration.streaming.expected import compute, read_topic
-from tests.integration.streaming.test_end_to_end import check_kafka, check_redis, generate
+from tests.integration.streaming.expected import compute, metrics_batches, read_topic
+from tests.integration.streaming.test_end_to_end import check_kafka, check_metrics, check_redis, generate
 from tests.integration.streaming.test_kill_restart import _env, _kill_group
 
 EVENTS = 20_000
@@ -197,6 +198,8 @@ def test_live_with_kills_a_replay_and_a_rebuild_give_the_same_views(
         "redis_prefix": "a", "analyzed_topic": runs["live"]["KAPPA_STREAMING__ANALYZED_TOPIC"]})})
     check_redis(live_cfg, client, expected)
     check_kafka(live_cfg, kafka_props, expected, allow_duplicates=True)
+    query = next(iter(client.scan_iter("a:metrics:*:history"))).decode().split(":")[2]
+    check_metrics(metrics_batches(kafka_props, stream_cfg.streaming.metrics_topic, query), EVENTS)
     replay = _start(runs["replay"], _run_args("replay", REPLAY_PER_BATCH), log)
     assert replay.wait(timeout=600) == 0, log.read_text()[-3000:]
     replayed = _snapshot(client, "b")
