@@ -33,8 +33,8 @@ from pipelines.cards.generator import generate
 from tests.conftest import KAPPA, REPO
 from tests.integration.pipelines.cards_support import copy_cards, expected, family
 from tests.integration.streaming.expected import read_topic
+from tests.integration.streaming.test_determinism import LEASE_TTL_S, _host_env
 from tests.integration.streaming.test_kill_restart import _kill_group
-from tests.integration.streaming.test_two_hosts import LEASE_TTL_S, _host_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ITEMS = 3000

@@ -70,7 +70,7 @@ def test_two_pipelines_live_at_once(stack, tmp_path, kafka_props, kappa_env) -> 
 
     def start(name: str) -> subprocess.Popen:
         with (logs / name).open("a") as out:
-            command = [*KAPPA, "pipelines", "run", name, "--max-offsets-per-trigger", "120"]
+            command = [*KAPPA, "pipelines", "run", name, "--max-offsets-per-trigger", "300"]
             return subprocess.Popen(command, env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
 
     client = redis.Redis(**stack.redis.client_kwargs())
