@@ -76,8 +76,10 @@ def run(
     as_json: Annotated[bool, JSON_OPTION] = False,
     pipeline: Annotated[str | None, PIPELINE_OPTION] = None,
 ) -> None:
-    """Replace the [--from, --to) partitions of each job's table, one Delta commit per table (on the
-    Spark service when one is up: `kappa spark up`)."""
+    """Replace the [--from, --to) partitions of each job's table, one Delta commit per table.
+
+    Runs on the Spark service when one is up (`kappa spark up`), else on a Spark of its own.
+    """
     from jobs.batch.jobs import chosen_jobs
     from jobs.batch.run import date_range, parse_date
     from jobs.common.spark_attach import run_batch

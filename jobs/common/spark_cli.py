@@ -80,7 +80,7 @@ def down(grace_s: Annotated[float, typer.Option("--grace", help="Seconds before 
 
 @spark_app.command("status")
 def status(as_json: Annotated[bool, JSON_OPTION] = False) -> None:
-    """Whether replays, loads and batch jobs attach to a Spark service, and why; exit 1 when they would not."""
+    """Whether replays, loads and batch jobs attach to a Spark service, and why; exit 1 if not."""
     from jobs.common.spark_attach import choose
 
     choice = choose(load_config())
