@@ -16,8 +16,9 @@ The service listens on 127.0.0.1 (``multiprocessing.connection``, HMAC-authentic
 random key in a 0600 state file under ``<stack.data_dir>/run``), registers itself as ``spark``
 (jobs/common/processes.py, so ``kappa stack down`` stops it first) and runs one job at a time.
 A request carries the client's config; the service refuses one whose Spark settings fixed at the
-JVM's start differ from its own, or whose code (jobs/) changed since it started: the client then
-runs cold. SIGTERM stops the running job's query, Spark and the JVM, then the process.
+JVM's start differ from its own, whose code (jobs/ and the pipelines' folders) changed since it
+started, or that looks for pipelines elsewhere: the client then runs cold. SIGTERM stops the
+running job's query, Spark and the JVM, then the process.
 
 Idle, the service and its tree run at the niceness it was started with (``spark.service_nice``);
 for the duration of a request they run at the caller's niceness (the request carries it), so a
@@ -46,6 +47,7 @@ from jobs.common.spark_state import (
     NAME,
     ServiceState,
     can_lower_nice,
+    code_roots,
     code_version,
     set_tree_nice,
     state_path,
@@ -107,11 +109,19 @@ class SparkService:
 
         return warm_up(self.spark)
 
-    def refusal(self, cfg: KappaConfig, extra_conf: dict[str, str]) -> str | None:
-        """Why a run of ``cfg`` cannot use this service (None: it can)."""
+    def refusal(self, cfg: KappaConfig, extra_conf: dict[str, str],
+                search_paths: list[str] | None = None) -> str | None:
+        """Why a run of ``cfg`` cannot use this service (None: it can).
+
+        ``search_paths``: where the run looks for pipelines (the service must look in the same).
+        """
+        own = [str(p) for p in code_roots()[1:]]
+        if search_paths is not None and search_paths != own:
+            return (f"the service looks for pipelines in {os.pathsep.join(own)}, this run in "
+                    f"{os.pathsep.join(search_paths)} (KAPPA_PIPELINES_PATH)")
         if code_version() != self.code:
-            return ("the service runs jobs/ as it was when it started and the code changed since: "
-                    "restart it (`kappa spark down && kappa spark up`)")
+            return ("the service runs jobs/ and the pipelines as they were when it started and the code "
+                    "changed since: restart it (`kappa spark down && kappa spark up`)")
         differs = {key: (self.conf.get(key), value)
                    for key, value in fixed_settings(cfg, extra_conf).items()
                    if not _same(key, self.conf.get(key), value) and not self.spark.conf.isModifiable(key)}
@@ -127,7 +137,8 @@ class SparkService:
         try:
             op, cfg, args = conn.recv()
             extra = service_conf(cfg) if op == "stream" else dict(args.get("extra_conf") or {})
-            reason = "the service is stopping" if self.stopping.is_set() else self.refusal(cfg, extra)
+            reason = "the service is stopping" if self.stopping.is_set() else self.refusal(
+                cfg, extra, args.get("search_paths"))
             if reason or op == "ping":
                 sender.send(("refused", reason) if reason else ("ok", self.info()))
                 return

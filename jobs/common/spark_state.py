@@ -46,12 +46,29 @@ def log_path(cfg: KappaConfig) -> Path:
     return Path(cfg.stack.data_dir) / "logs" / "spark.log"
 
 
-def code_version(root: Path = PROJECT_ROOT / "jobs") -> str:
-    """A digest of the ``jobs`` package's sources (path, size, mtime): changes when code changes."""
+def code_roots() -> list[Path]:
+    """The code a job on the service runs: ``jobs/``, then the folders pipelines are looked for in.
+
+    Those are jobs/pipelines/registry.py's: the project's ``pipelines/`` and ``KAPPA_PIPELINES_PATH``.
+    """
+    from jobs.pipelines.registry import search_paths
+
+    return [PROJECT_ROOT / "jobs", *search_paths()]
+
+
+def code_version(roots: list[Path] | None = None) -> str:
+    """A digest of the sources under ``roots`` (default :func:`code_roots`).
+
+    Path, size and mtime of every ``*.py`` and ``*.yaml``: it changes when the engine's code or a
+    pipeline's code or definition changes.
+    """
     digest = hashlib.sha1()
-    for path in sorted(root.rglob("*.py")):
-        stat = path.stat()
-        digest.update(f"{path.relative_to(root)}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
+    for root in roots if roots is not None else code_roots():
+        if not root.is_dir():
+            continue
+        for path in sorted(p for pattern in ("*.py", "*.yaml") for p in root.rglob(pattern)):
+            stat = path.stat()
+            digest.update(f"{root.name}/{path.relative_to(root)}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
     return digest.hexdigest()[:16]
 
 
