@@ -1,9 +1,10 @@
-"""The RSVP pipeline's code: its record parser, per-record transform, gold transforms and reconcile.
+"""The RSVP pipeline's code: its record parser, per-record transform, tables, gold transforms and reconcile.
 
 The parser and transform are the ones its streaming job runs (jobs/streaming/validate.py,
 jobs/streaming/records.py), registered here so the pipeline's definition is whole and validated
 (``kappa pipelines validate rsvp``). The gold transforms (gold.py) and what reconcile compares
-(reconcile.py) are what the batch tier runs for it (``kappa batch run | reconcile``).
+(reconcile.py) are what the batch tier runs for it (``kappa batch run | reconcile``); the tables
+(tables.py) and their quality suites (quality.py) are what ``kappa load`` loads and checks.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from jobs.pipelines import Reject, Source, definitions
 from jobs.streaming.records import analyzed
 from jobs.streaming.validate import Rules
 from jobs.streaming.validate import parse as parse_rsvp
-from pipelines.rsvp import gold, reconcile
+from pipelines.rsvp import gold, quality, reconcile
+from pipelines.rsvp.tables import TABLES
 
 pipeline = definitions(__file__)
 pipeline.reasons = (rsvp_schema.OVERSIZE, "too_deep", "number_too_long", rsvp_schema.INVALID_JSON,
@@ -81,3 +83,8 @@ def dlq_daily(dlq: DataFrame) -> DataFrame:
 
 
 pipeline.reconciler(reconcile.views_check)
+pipeline.tables(*TABLES)
+pipeline.quality("bronze.rsvps_raw")(quality.bronze)
+pipeline.quality("ops.dlq")(quality.dlq)
+pipeline.quality("silver.rsvps")(quality.silver)
+pipeline.quality("gold.rsvp_summaries")(quality.gold)
