@@ -40,7 +40,8 @@ class TableSpec:
         date_column: the partition date column (maintenance closes old dates).
         args: the arguments of a ``module:factory`` transform (plain values: a spec travels to
             the Spark service).
-        rules: the table's quality suite, when it is not one of :func:`~jobs.loader.suites.suite_rules`.
+        rules: the table's quality suite when the spec carries its own (else the one the pipeline
+            registers with ``@pipeline.quality``: :func:`~jobs.loader.suites.suite_rules`).
     """
 
     name: str
