@@ -35,8 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from jobs.common.config import load_config
 from jobs.common.delta import Commit, table_uri, write_delta
 from jobs.loader.maintain import maintain_table
-from jobs.loader.tables import SPECS, LoadTarget
-from jobs.loader.transforms import bronze_rows
+from jobs.loader.tables import LoadTarget, specs
 
 BASE_MS = 1_767_225_600_000
 DAYS = 3
@@ -71,13 +70,13 @@ def run(records: int, batches: int, root: Path) -> dict[str, Any]:
 
     cfg = load_config("test", environ={"KAPPA_LAKE__ROOT": str(root / "lake")})
     spark = build_spark(cfg, app_name="kappa-bench-loader")
-    frame = _kafka_frame(spark, records).transform(bronze_rows).cache()
+    spec = specs(cfg)["bronze.rsvps_raw"]
+    frame = _kafka_frame(spark, records).transform(spec.rows()).cache()
     frame.count()
     rss_before = _rss_mb()
     arrow, collect_s = _timed(frame.toArrow)
     rss_growth = _rss_mb() - rss_before
     size_mb = arrow.nbytes / 1e6
-    spec = SPECS["bronze.rsvps_raw"]
     uri = table_uri(str(root / "lake"), "bronze.rsvps_raw")
     commit = Commit({"bench/rsvps.raw/0": records})
     _, delta_s = _timed(lambda: write_delta(uri, arrow, snapshot=None, partition_by=spec.partition_by,
@@ -107,7 +106,7 @@ def run(records: int, batches: int, root: Path) -> dict[str, Any]:
 
 
 def _compaction(cfg, frame, root: Path, batches: int) -> dict[str, Any]:
-    spec = SPECS["bronze.rsvps_raw"]
+    spec = specs(cfg)["bronze.rsvps_raw"]
     uri = table_uri(str(root / "lake"), "bronze.compaction")
     for piece in frame.randomSplit([1.0] * batches, seed=7):
         write_delta(uri, piece.toArrow(), snapshot=None if not Path(uri).exists() else DeltaTable(uri),

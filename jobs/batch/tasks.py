@@ -77,14 +77,15 @@ def load_extras(results: Iterable[Mapping[str, Any]], cfg: Any = None) -> dict[s
     from jobs.common.config import load_config
     from jobs.common.delta import table_uri
     from jobs.common.lake_storage import storage_options
-    from jobs.loader.tables import SPECS
+    from jobs.loader.tables import specs
 
     cfg = cfg or load_config()
+    known = specs(cfg)
     extras: dict[str, dict[str, Any]] = {}
     for result in results:
         table, version = result["table"], result.get("delta_version")
         extra = extras.setdefault(table, {"dates": [], "versions": []})
-        column = SPECS[table].date_column if table in SPECS else None
+        column = known[table].date_column if table in known else None
         if result.get("outcome") != "committed" or version is None:
             continue
         extra["versions"].append(version)

@@ -40,11 +40,11 @@ def load(
     ctx: typer.Context,
     tables: Annotated[str | None, TABLES_OPTION] = None,
     until: Annotated[str | None, typer.Option(
-        "--until", help='latest (default), offsets JSON {"rsvps.raw": {"0": 100}}, or a timestamp '
+        "--until", help='latest (default), offsets JSON {"events.raw": {"0": 100}}, or a timestamp '
                         "(ISO with zone, or ms)")] = None,
     policy: Annotated[list[str] | None, typer.Option(
         "--policy", help="TABLE=fail|quarantine: the table's quality policy for this run (repeatable), "
-                         "e.g. --policy gold.rsvp_summaries=quarantine")] = None,
+                         "e.g. --policy silver.events=quarantine")] = None,
     as_json: Annotated[bool, JSON_OPTION] = False,
 ) -> None:
     """Load each table from its recorded offsets up to --until; one Delta commit per table."""

@@ -1,7 +1,7 @@
 """The executor path of merge tables: an upsert on the key without rows reaching the driver.
 
-``silver.rsvps`` and ``gold.rsvp_summaries`` keep one row per key (the spec's ``newer``
-condition decides which). On this path, in Spark jobs on the executors:
+A merge table (a pipeline's silver records, its summaries) keeps one row per key (the spec's
+``newer`` condition decides which). On this path, in Spark jobs on the executors:
 
 1. **Check** (:func:`check_on_executors`): the batch, hash-partitioned and sorted by the key, runs
    the suite's chunked rules (the key's uniqueness included: jobs/loader/chunks.py); failing rows

@@ -63,7 +63,7 @@ def parse_until(text: str | None) -> Until:
             data = json.loads(value)
             offsets = {topic: {int(p): int(o) for p, o in parts.items()} for topic, parts in data.items()}
         except (ValueError, AttributeError, TypeError) as exc:
-            raise ConfigError(f'--until {value!r} is not offsets JSON like {{"rsvps.raw": {{"0": 100}}}}: '
+            raise ConfigError(f'--until {value!r} is not offsets JSON like {{"events.raw": {{"0": 100}}}}: '
                               f"{exc}") from exc
         return Until("offsets", offsets=offsets)
     if value.isdigit():

@@ -20,7 +20,7 @@ from jobs.common.config import KappaConfig
 from jobs.common.delta import open_delta, readable_datasets, table_uri
 from jobs.common.errors import ConfigError, KappaError
 from jobs.common.lake_storage import storage_options, table_names_under
-from jobs.loader.tables import AUDIT_TABLE, QUALITY_TABLE, SPECS, spec_of
+from jobs.loader.tables import AUDIT_TABLE, QUALITY_TABLE, spec_of, specs
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ class SqlError(KappaError):
 
 def table_names(cfg: KappaConfig) -> list[str]:
     """Every Delta table under the lake root (``schema.table``), known ones first."""
-    names = [*SPECS, AUDIT_TABLE, QUALITY_TABLE]
+    names = [*specs(cfg), AUDIT_TABLE, QUALITY_TABLE]
     found = table_names_under(cfg.lake.root, storage_options(cfg.lake))
     return names + [name for name in found if name not in names]
 
@@ -43,7 +43,7 @@ def named_in(query: str, names: list[str]) -> list[str]:
     """The tables of ``names`` that ``query`` may refer to (every one when it names none).
 
     A table counts when its short name stands in the query between non-alphanumeric characters
-    (``silver.rsvps``, ``"silver"."rsvps"``, ``silver_rsvps``); a false match only opens a table
+    (``silver.events``, ``"silver"."events"``, ``silver_events``); a false match only opens a table
     more.
     """
     found = [name for name in names
@@ -55,8 +55,8 @@ def named_in(query: str, names: list[str]) -> list[str]:
 def connect(cfg: KappaConfig, names: list[str] | None = None) -> Any:
     """A DuckDB connection with the existing tables of ``names`` (default: all) registered.
 
-    The base names of the view tables (``silver.rsvps``, ``gold.rsvp_summaries``, ...) read the
-    current view version's tables (docs/reprocess.md); ``silver.rsvps_v2`` names a version's own.
+    The base names of the view tables (the pipeline's tables: ``silver.events``, ...) read the
+    current view version's tables (docs/reprocess.md); ``silver.events_v2`` names a version's own.
     """
     import duckdb
 
@@ -92,9 +92,10 @@ def _aliases(cfg: KappaConfig, present: list[str]) -> dict[str, str]:
     """Version table -> the base name it is read as, while its version is current.
 
     The view pointer (a Kafka read) is asked only when the lake holds a version's own table
-    (``silver.rsvps_v2``): without one, every base name reads its own table.
+    (``silver.events_v2``): without one, every base name reads its own table.
     """
-    if all(name in SPECS or spec_of(name) is None for name in present):
+    known = specs(cfg)
+    if all(name in known or spec_of(known, name) is None for name in present):
         return {}
     return {versioned: base for base, versioned in _current_tables(cfg).items() if versioned != base}
 

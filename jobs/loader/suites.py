@@ -15,11 +15,8 @@ from typing import Any
 
 from jobs.common.config import KappaConfig
 
-BRONZE_COLUMNS = ("rsvp_id", "mtime", "event_time", "value", "kafka_topic", "kafka_partition",
-                  "kafka_offset", "kafka_timestamp", "event_date")
 DLQ_COLUMNS = ("reason_code", "reason", "source", "source_topic", "source_partition", "source_offset",
                "value", "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp", "dlq_date")
-KINDS = ("city_window", "trending", "top_topics", "members_window", "event")
 
 
 @dataclass(frozen=True)
@@ -46,7 +43,8 @@ def not_null(column: str) -> Rule:
     return Rule(f"{column} is not null", "ExpectColumnValuesToNotBeNull", {"column": column})
 
 
-def _between(column: str, low: float | None, high: float | None) -> Rule:
+def between(column: str, low: float | None, high: float | None) -> Rule:
+    """The column's values lie from ``low`` to ``high`` (None: unbounded on that side)."""
     if high is None:
         name = f"{column} at least {low}"
     elif low is None:
@@ -63,7 +61,8 @@ def column_set(columns: tuple[str, ...] | list[str]) -> Rule:
                 {"column_set": list(columns), "exact_match": False}, row_level=False, blocking=True)
 
 
-def _fresh(cfg: KappaConfig, column: str, scale: float) -> Rule:
+def fresh(cfg: KappaConfig, column: str, scale: float) -> Rule:
+    """The newest ``column`` (seconds times ``scale``) is at most ``loader.freshness_max_age_s`` old."""
     oldest = (time.time() - cfg.loader.freshness_max_age_s) * scale
     return Rule(f"freshness: newest {column} at most {cfg.loader.freshness_max_age_s}s old",
                 "ExpectColumnMaxToBeBetween", {"column": column, "min_value": oldest},
@@ -72,35 +71,18 @@ def _fresh(cfg: KappaConfig, column: str, scale: float) -> Rule:
 
 def event_ms(cfg: KappaConfig, column: str) -> Rule:
     """Epoch milliseconds from ``loader.min_event_ms`` to ``loader.future_skew_s`` ahead of now."""
-    return _between(column, cfg.loader.min_event_ms, (time.time() + cfg.loader.future_skew_s) * 1000)
+    return between(column, cfg.loader.min_event_ms, (time.time() + cfg.loader.future_skew_s) * 1000)
 
 
 def suite_rules(cfg: KappaConfig, table: str, declared: Sequence[Rule] = ()) -> list[Rule]:
-    """The suite of one table (docs/tables.md lists them); ``declared`` when a spec carries its own."""
-    from jobs.loader.transforms import ANALYZED_SCHEMA, SUMMARY_SCHEMA
+    """The suite of one table: ``declared`` when a spec carries its own, else the pipeline's.
+
+    The pipeline's suites are the ones its code registers with ``@pipeline.quality(table)``
+    (docs/tables.md lists them); a table without one has an empty suite.
+    """
+    from jobs.loader.pipeline import loaded_code
 
     if declared:
         return list(declared)
-    if table == "bronze.rsvps_raw":
-        return [column_set(BRONZE_COLUMNS), not_null("rsvp_id"), not_null("mtime"),
-                event_ms(cfg, "mtime"), not_null("kafka_offset"), _fresh(cfg, "mtime", 1000)]
-    if table == "ops.dlq":
-        return [column_set(DLQ_COLUMNS), not_null("reason"), not_null("kafka_offset")]
-    if table == "silver.rsvps":
-        return [
-            column_set([f.name for f in ANALYZED_SCHEMA.fields]), not_null("rsvp_id"),
-            Rule("rsvp_id is unique", "ExpectColumnValuesToBeUnique", {"column": "rsvp_id"}),
-            not_null("event_time_ms"), event_ms(cfg, "event_time_ms"),
-            Rule("response is yes or no", "ExpectColumnValuesToBeInSet",
-                 {"column": "response", "value_set": ["yes", "no"]}),
-            _between("guests", 0, None), _between("lat", -90, 90), _between("lon", -180, 180),
-            _fresh(cfg, "event_time_ms", 1000),
-        ]
-    if table == "gold.rsvp_summaries":
-        return [
-            column_set([f.name for f in SUMMARY_SCHEMA.fields]), not_null("key"),
-            Rule("kind is a documented kind", "ExpectColumnValuesToBeInSet",
-                 {"column": "kind", "value_set": list(KINDS)}),
-            _between("count", 0, None), _fresh(cfg, "emitted_ms", 1000),
-        ]
-    return []
+    build = loaded_code(cfg).quality_fns.get(table)
+    return build(cfg) if build is not None else []

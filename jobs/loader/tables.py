@@ -30,7 +30,8 @@ class TableSpec:
     Attributes:
         name: ``schema.table``.
         transform: name of the pure transform in :mod:`jobs.loader.transforms`, or
-            ``module:factory`` of one called with ``args`` (a pipeline's tables, jobs/engine/lake/).
+            ``module:name`` of one elsewhere (a pipeline's own); with ``args``, the name is of a
+            factory called with them (jobs/engine/lake/).
         mode: ``append`` (every record a row) or ``merge`` (upsert on ``keys``).
         keys: the merge / uniqueness key.
         partition_by: partition columns.
@@ -39,7 +40,8 @@ class TableSpec:
         date_column: the partition date column (maintenance closes old dates).
         args: the arguments of a ``module:factory`` transform (plain values: a spec travels to
             the Spark service).
-        rules: the table's quality suite, when it is not one of :func:`~jobs.loader.suites.suite_rules`.
+        rules: the table's quality suite when the spec carries its own (else the one the pipeline
+            registers with ``@pipeline.quality``: :func:`~jobs.loader.suites.suite_rules`).
     """
 
     name: str
@@ -57,26 +59,19 @@ class TableSpec:
         """The pure transform (imports pyspark only when called)."""
         module, _, name = self.transform.rpartition(":")
         found = getattr(importlib.import_module(module or "jobs.loader.transforms"), name)
-        return found(*self.args) if module else found
+        return found(*self.args) if self.args else found
 
     def app_id(self, topic: str, partition: int) -> str:
         """The Delta app id that records this table's offset of one topic-partition."""
         return f"{APP_PREFIX}/{self.name}/{topic}/{partition}"
 
 
-SPECS: dict[str, TableSpec] = {
-    spec.name: spec for spec in (
-        TableSpec("bronze.rsvps_raw", "bronze_rows", "append", ("kafka_partition", "kafka_offset"),
-                  ("event_date",), date_column="event_date"),
-        TableSpec("ops.dlq", "dlq_rows", "append", ("kafka_partition", "kafka_offset"),
-                  ("dlq_date",), headers=True, date_column="dlq_date"),
-        TableSpec("silver.rsvps", "silver_rows", "merge", ("rsvp_id",), ("event_date",),
-                  newer="s.event_time_ms > t.event_time_ms OR (s.event_time_ms = t.event_time_ms "
-                        "AND s.source_offset >= t.source_offset)", date_column="event_date"),
-        TableSpec("gold.rsvp_summaries", "gold_rows", "merge", ("key",), ("kind",),
-                  newer="s.emitted_ms >= t.emitted_ms"),
-    )
-}
+def specs(cfg: KappaConfig) -> dict[str, TableSpec]:
+    """The specs of the pipeline's tables by name (what its code registers with ``pipeline.tables``)."""
+    from jobs.loader.pipeline import loaded_code
+
+    return dict(loaded_code(cfg).table_specs)
+
 
 _VERSIONED = re.compile(r"_v[0-9]+$")
 
@@ -101,7 +96,7 @@ def parse_policies(items: list[str] | None) -> dict[str, str]:
         table, _, policy = item.partition("=")
         if not table.strip() or policy.strip() not in POLICIES:
             raise ConfigError(f"--policy {item!r}: expected TABLE=POLICY with POLICY one of "
-                              f"{', '.join(POLICIES)}, e.g. --policy gold.rsvp_summaries=quarantine")
+                              f"{', '.join(POLICIES)}, e.g. --policy silver.events=quarantine")
         policies[table.strip()] = policy.strip()
     return policies
 
@@ -110,8 +105,8 @@ def targets(cfg: KappaConfig, names: list[str] | None = None,
             policies: dict[str, str] | None = None) -> list[LoadTarget]:
     """The tables to load (all enabled ones, or ``names``), in config order.
 
-    The tables of every view version with outputs are loaded (``silver.rsvps`` and, while version 2
-    is built or kept, ``silver.rsvps_v2``: docs/reprocess.md). ``policies`` overrides the
+    The tables of every view version with outputs are loaded (``silver.events`` and, while version 2
+    is built or kept, ``silver.events_v2``: docs/reprocess.md). ``policies`` overrides the
     configured quality policy of some tables for this run.
     """
     from jobs.common.views import live_tables
@@ -125,23 +120,25 @@ def targets(cfg: KappaConfig, names: list[str] | None = None,
     if unknown:
         raise ConfigError(f"unknown table(s) {', '.join(unknown)}; configured: {', '.join(configured)} "
                           "(loader.tables in conf/)")
-    missing = sorted(name for name in configured if spec_of(name) is None)
+    known = specs(cfg)
+    missing = sorted(name for name in configured if spec_of(known, name) is None)
     if missing:
-        raise ConfigError(f"loader.tables names {', '.join(missing)} but the loader only knows "
-                          f"{', '.join(SPECS)}")
+        raise ConfigError(f"loader.tables names {', '.join(missing)} but pipeline "
+                          f"{cfg.pipelines.default or '(the only one)'} declares only "
+                          f"{', '.join(known) or 'no tables'}")
     if names:
         chosen = [name for name in configured if name in names]
     else:
         chosen = [name for name, table in configured.items() if table.enabled]
-    return [LoadTarget(spec_of(name), configured[name].topic,  # type: ignore[arg-type]
+    return [LoadTarget(spec_of(known, name), configured[name].topic,  # type: ignore[arg-type]
                        (policies or {}).get(name, configured[name].quality_policy),
                        table_uri(cfg.lake.root, name)) for name in chosen]
 
 
-def spec_of(name: str) -> TableSpec | None:
-    """The spec of a table, or of the view version's copy of one (``silver.rsvps_v2``)."""
+def spec_of(known: dict[str, TableSpec], name: str) -> TableSpec | None:
+    """The spec of a table of ``known``, or of the view version's copy of one (``silver.events_v2``)."""
     base = _VERSIONED.sub("", name)
-    spec = SPECS.get(base)
+    spec = known.get(base)
     return replace(spec, name=name) if spec is not None and base != name else spec
 
 

@@ -1,7 +1,9 @@
-"""Pure ``DataFrame -> DataFrame`` transforms from a Kafka read to each table's rows.
+"""Pure ``DataFrame -> DataFrame`` transforms from a Kafka read to a table's rows, and their parts.
 
 Input: the Kafka source schema (docs/kafka-source.md). Output: the columns of docs/tables.md, in
-order (``select`` is the contract). Nothing here touches a session, a reader or a writer.
+order (``select`` is the contract). A pipeline's own transforms (its analyzed records, its
+summaries) live with the pipeline and are built from the parts here. Nothing here touches a
+session, a reader or a writer.
 """
 
 from __future__ import annotations
@@ -10,62 +12,9 @@ from collections.abc import Callable
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 KAFKA_POSITION = {"topic": "kafka_topic", "partition": "kafka_partition", "offset": "kafka_offset",
                   "timestamp": "kafka_timestamp"}
-
-ANALYZED_SCHEMA = T.StructType([
-    T.StructField("schema_version", T.IntegerType()),
-    T.StructField("rsvp_id", T.LongType()),
-    T.StructField("event_time_ms", T.LongType()),
-    T.StructField("event_id", T.StringType()),
-    T.StructField("event_name", T.StringType()),
-    T.StructField("group_id", T.LongType()),
-    T.StructField("group_name", T.StringType()),
-    T.StructField("member_id", T.LongType()),
-    T.StructField("response", T.StringType()),
-    T.StructField("guests", T.LongType()),
-    T.StructField("topics", T.ArrayType(T.StringType())),
-    T.StructField("city", T.StringType()),
-    T.StructField("country", T.StringType()),
-    T.StructField("state", T.StringType()),
-    T.StructField("lat", T.DoubleType()),
-    T.StructField("lon", T.DoubleType()),
-    T.StructField("venue_id", T.LongType()),
-    T.StructField("source_topic", T.StringType()),
-    T.StructField("source_partition", T.IntegerType()),
-    T.StructField("source_offset", T.LongType()),
-    T.StructField("kafka_timestamp_ms", T.LongType()),
-    T.StructField("ingest_lag_ms", T.LongType()),
-    T.StructField("late", T.BooleanType()),
-])
-
-SUMMARY_ITEM = T.StructType([
-    T.StructField("item", T.StringType()),
-    T.StructField("count", T.LongType()),
-    T.StructField("error", T.DoubleType()),
-])
-
-SUMMARY_SCHEMA = T.StructType([
-    T.StructField("schema_version", T.IntegerType()),
-    T.StructField("kind", T.StringType()),
-    T.StructField("key", T.StringType()),
-    T.StructField("window_start_ms", T.LongType()),
-    T.StructField("window_end_ms", T.LongType()),
-    T.StructField("city", T.StringType()),
-    T.StructField("count", T.LongType()),
-    T.StructField("items", T.ArrayType(SUMMARY_ITEM)),
-    T.StructField("approx_distinct", T.LongType()),
-    T.StructField("error", T.DoubleType()),
-    T.StructField("event_id", T.StringType()),
-    T.StructField("yes", T.LongType()),
-    T.StructField("no", T.LongType()),
-    T.StructField("guests", T.LongType()),
-    T.StructField("query", T.StringType()),
-    T.StructField("batch_id", T.LongType()),
-    T.StructField("emitted_ms", T.LongType()),
-])
 
 
 def kafka_columns() -> list[Column]:
@@ -83,23 +32,30 @@ def _header(name: str) -> Column:
     return F.try_element_at(matching, F.lit(1))["value"].cast("string")
 
 
-def bronze_rows(raw: DataFrame) -> DataFrame:
-    """``rsvps.raw`` records as delivered: original JSON plus key fields and Kafka position."""
-    text = F.col("value").cast("string")
-    mtime = F.get_json_object(text, "$.mtime").try_cast("long")  # a bad record is kept, not fatal
-    event_time = F.coalesce(_ms_to_timestamp(mtime), F.col("timestamp"))
-    return raw.select(
-        F.get_json_object(text, "$.rsvp_id").try_cast("long").alias("rsvp_id"),
-        mtime.alias("mtime"),
-        event_time.alias("event_time"),
-        text.alias("value"),
-        *kafka_columns(),
-        F.to_date(event_time).alias("event_date"),
-    )
+def json_fields_rows(id_field: str, time_field: str) -> Callable[[DataFrame], DataFrame]:
+    """Raw records as delivered: original JSON plus its id and epoch-ms time fields and Kafka position.
+
+    ``id_field`` (long) and ``time_field`` are read from the JSON value (null when it is not JSON
+    or lacks them); ``event_time`` falls back to the Kafka timestamp, so a bad record is kept.
+    """
+    def rows(raw: DataFrame) -> DataFrame:
+        text = F.col("value").cast("string")
+        millis = F.get_json_object(text, f"$.{time_field}").try_cast("long")
+        event_time = F.coalesce(_ms_to_timestamp(millis), F.col("timestamp"))
+        return raw.select(
+            F.get_json_object(text, f"$.{id_field}").try_cast("long").alias(id_field),
+            millis.alias(time_field),
+            event_time.alias("event_time"),
+            text.alias("value"),
+            *kafka_columns(),
+            F.to_date(event_time).alias("event_date"),
+        )
+
+    return rows
 
 
 def dlq_rows(dlq: DataFrame) -> DataFrame:
-    """``rsvps.dlq`` records: original bytes, reason headers split into columns (needs headers)."""
+    """Dead letters: original bytes, reason headers split into columns (needs headers)."""
     reason = _header("kappa.reason")
     return dlq.select(
         F.split(reason, ":", 2).getItem(0).alias("reason_code"),
@@ -124,33 +80,3 @@ def latest_per(keys: list[str], order: list[Column]) -> Callable[[DataFrame], Da
         return ranked.where((F.col("_rank") == 1) | keyless).drop("_rank")
 
     return pick
-
-
-def silver_rows(analyzed: DataFrame) -> DataFrame:
-    """``rsvps.analyzed`` parsed; one row per ``rsvp_id`` (latest event time, then offset)."""
-    parsed = analyzed.select(F.from_json(F.col("value").cast("string"), ANALYZED_SCHEMA).alias("r"),
-                             *kafka_columns())
-    names = [field.name for field in ANALYZED_SCHEMA.fields]
-    rows = parsed.select(
-        *[F.col(f"r.{name}").alias(name) for name in names],
-        _ms_to_timestamp(F.col("r.event_time_ms")).alias("event_time"),
-        "kafka_partition", "kafka_offset", "kafka_timestamp",
-        F.to_date(_ms_to_timestamp(F.col("r.event_time_ms"))).alias("event_date"),
-    )
-    latest = latest_per(["rsvp_id"], [F.desc_nulls_last("event_time_ms"), F.desc("source_offset"),
-                                       F.desc("kafka_offset")])
-    return rows.transform(latest)
-
-
-def gold_rows(summaries: DataFrame) -> DataFrame:
-    """``rsvps.summaries`` parsed; one row per ``key`` (latest emitted, then batch, then offset)."""
-    parsed = summaries.select(F.from_json(F.col("value").cast("string"), SUMMARY_SCHEMA).alias("s"),
-                              *kafka_columns())
-    names = [field.name for field in SUMMARY_SCHEMA.fields]
-    rows = parsed.select(
-        *[F.col(f"s.{name}").alias(name) for name in names],
-        "kafka_partition", "kafka_offset", "kafka_timestamp",
-    )
-    latest = latest_per(["key"], [F.desc_nulls_last("emitted_ms"), F.desc_nulls_last("batch_id"),
-                                   F.desc("kafka_offset")])
-    return rows.transform(latest)

@@ -23,6 +23,11 @@ A pipeline's code file makes one :class:`Definitions` and registers its function
     @pipeline.reconciler                          # (spark, cfg) -> ViewsCheck: views in a key scheme
     def check(spark, cfg): ...                    # of the pipeline's own (jobs/batch/reconcile.py)
 
+    pipeline.tables(*TABLES)                      # the loader's TableSpecs (jobs/loader/tables.py)
+
+    @pipeline.quality("silver.x")                 # cfg -> the table's Rules (jobs/loader/suites.py)
+    def silver_suite(cfg): ...
+
 The engine finds the object by its type, so the variable's name is free.
 """
 
@@ -39,6 +44,8 @@ from jobs.batch.jobs import Source
 from jobs.common.errors import KappaError
 
 if TYPE_CHECKING:
+    from jobs.loader.suites import Rule
+    from jobs.loader.tables import TableSpec
     from jobs.streaming.codec import RecordCodec
 
 Parse = Callable[[bytes, bytes | None, dict[str, Any]], dict[str, Any]]
@@ -72,6 +79,10 @@ class Definitions:
     """Builds the pipeline's own reconcile of views the engine's ``reconcile:`` cannot compare."""
     records: RecordCodec | None = None
     """A ``kappa stream`` pipeline's per-record functions (``streaming.job: kappa-stream``)."""
+    table_specs: dict[str, TableSpec] = field(default_factory=dict)
+    """The tables ``kappa load`` loads for the pipeline, by name (topics, policies: ``loader.tables``)."""
+    quality_fns: dict[str, Callable[[Any], list[Rule]]] = field(default_factory=dict)
+    """Each loaded table's quality suite, built from the run's config."""
 
     def parse(self, fn: Parse) -> Parse:
         """Register the record parser (decorator)."""
@@ -107,6 +118,18 @@ class Definitions:
         """
         self.reconciler_fn = fn
         return fn
+
+    def tables(self, *specs: TableSpec) -> None:
+        """Register the loader's specs of the pipeline's tables (``kappa load``)."""
+        self.table_specs.update((spec.name, spec) for spec in specs)
+
+    def quality(self, table: str) -> Callable[[Callable[[Any], list[Rule]]], Callable[[Any], list[Rule]]]:
+        """Register what builds ``table``'s quality suite from the run's config (decorator factory)."""
+        def register(fn: Callable[[Any], list[Rule]]) -> Callable[[Any], list[Rule]]:
+            self.quality_fns[table] = fn
+            return fn
+
+        return register
 
     def lake_query(self, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Register a query of the lake that reconcile compares with a view (decorator factory)."""

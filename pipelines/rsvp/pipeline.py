@@ -1,10 +1,11 @@
-"""The RSVP pipeline's code: its record parser, per-record transform, gold transforms and reconcile.
+"""The RSVP pipeline's code: its record parser, per-record transform, tables, gold transforms and reconcile.
 
 The parser and transform are the ones its streaming job runs (pipelines/rsvp/validate.py,
 pipelines/rsvp/records.py, reached by ``kappa stream`` through ``pipeline.records``), registered
 here so the pipeline's definition is whole and validated (``kappa pipelines validate rsvp``). The
 gold transforms (gold.py) and what reconcile compares (reconcile.py) are what the batch tier runs
 for it (``kappa batch run | reconcile``).
+from pipelines.rsvp.tables import TABLES
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from jobs.pipelines import Reject, Source, definitions
-from pipelines.rsvp import gold, reconcile, schema
+from pipelines.rsvp import gold, quality, reconcile, schema
 from pipelines.rsvp.records import RECORDS, analyzed
+from pipelines.rsvp.tables import TABLES
 from pipelines.rsvp.validate import Rules
 from pipelines.rsvp.validate import parse as parse_rsvp
 
@@ -82,3 +84,8 @@ def dlq_daily(dlq: DataFrame) -> DataFrame:
 
 
 pipeline.reconciler(reconcile.views_check)
+pipeline.tables(*TABLES)
+pipeline.quality("bronze.rsvps_raw")(quality.bronze)
+pipeline.quality("ops.dlq")(quality.dlq)
+pipeline.quality("silver.rsvps")(quality.silver)
+pipeline.quality("gold.rsvp_summaries")(quality.gold)

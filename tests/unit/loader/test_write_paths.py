@@ -20,9 +20,10 @@ from jobs.loader.offsets import PartitionRange, cap_ranges
 from jobs.loader.quality import judge, measure, split_rows
 from jobs.loader.scale import choose_write_path, chunks, driver_batch_records, worker_conf
 from jobs.loader.suites import Rule, suite_rules
-from jobs.loader.tables import SPECS, LoadTarget
+from jobs.loader.tables import LoadTarget, specs
 
 BASE_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+SPECS = specs(load_config("test"))
 BRONZE = SPECS["bronze.rsvps_raw"]
 
 
