@@ -87,7 +87,7 @@ def table_uri(root: str, name: str) -> str:
     """Where table ``schema.table`` lives under the lake root (``<root>/<schema>/<table>``)."""
     schema, _, table = name.partition(".")
     if not table:
-        raise DeltaError(f"table name {name!r} must be <schema>.<table>, e.g. bronze.rsvps_raw")
+        raise DeltaError(f"table name {name!r} must be <schema>.<table>, e.g. bronze.events_raw")
     return f"{root.rstrip('/')}/{schema}/{table}"
 
 

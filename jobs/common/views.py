@@ -4,9 +4,9 @@ A *view version* N names a full set of outputs derived from the log by the strea
 the loader (docs/reprocess.md):
 
 - the Redis summaries under ``<redis_prefix>`` (N = 1) or ``<redis_prefix>-v<N>``;
-- the job's output topics ``rsvps.analyzed``, ``rsvps.summaries`` and its dead letters
-  ``rsvps.dlq`` (N = 1) or the same names with ``.v<N>``;
-- the Delta tables loaded from those topics (``silver.rsvps`` ... or ``silver.rsvps_v<N>``);
+- the job's output topics (analyzed records, summaries, dead letters: ``streaming.*_topic``)
+  (N = 1) or the same names with ``.v<N>``;
+- the Delta tables loaded from those topics (``<schema>.<table>`` or ``<schema>.<table>_v<N>``);
 - the live query ``<query_name>`` or ``<query_name>-v<N>`` and its checkpoint.
 
 Version 1 is today's names, so a platform that never reprocessed has nothing to move. The
@@ -113,7 +113,7 @@ def read_views(cfg: KappaConfig, timeout_s: float = TIMEOUT_S, scope: str = "") 
 
     ``timeout_s`` bounds the metadata and offsets requests (a caller that has a fallback when
     Kafka is down gives a short one). ``scope`` is the key prefix of one pipeline's records
-    (``<name>/``; the RSVP summaries' records have none).
+    (``<name>/``; the ``kappa stream`` job's records have none).
     """
     from jobs.common.kafka.client import LIBRDKAFKA_LOG
 

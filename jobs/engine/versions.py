@@ -8,7 +8,7 @@ Version N of pipeline P (docs/reference/pipeline-yaml.md, "View versions"):
 - its query ``<query_name>`` or ``<query_name>-v<N>`` (and that checkpoint);
 - its ``params``: the declared ones, with the overrides recorded when the version was built.
 
-The pointer is the RSVP summaries' one (the compacted ``streaming.views_topic``), with keys of
+The pointer topic is the ``kappa stream`` job's (the compacted ``streaming.views_topic``), with keys of
 the pipeline's own scope ``<P>/current`` and ``<P>/version/<N>`` (jobs/common/views.py): a
 promote is one produce that every reader follows. No record means version 1 with the declared
 params.

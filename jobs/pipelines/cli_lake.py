@@ -14,7 +14,7 @@ NAME_ARGUMENT = typer.Argument(help="The pipeline's name.")
 TABLES_OPTION = typer.Option("--tables", help="Comma-separated tables (default: all of the pipeline's).")
 MAX_LISTED = 20
 OWN_LAKE = {"load": "kappa load", "gold": "kappa batch run", "reconcile": "kappa batch reconcile"}
-"""What serves a pipeline whose streaming job is ``kappa stream`` (the RSVP summaries)."""
+"""What serves a pipeline whose streaming job is ``kappa stream`` (its own lake tier)."""
 
 
 def _pipeline(name: str, command: str) -> Any:

@@ -62,8 +62,8 @@ class Streaming(Section):
     trigger_s: float = Field(default=1.0, gt=0)
     max_offsets_per_trigger: int = Field(default=100_000, ge=1)
     job: Literal["engine", "kappa-stream"] = "engine"
-    """What runs the streaming job: the engine (``kappa pipelines run``), or the RSVP summaries'
-    own job (``kappa stream``, whose views are served under ``/api/v1``)."""
+    """What runs the streaming job: the engine (``kappa pipelines run``), or ``kappa stream`` with
+    the record codec the pipeline registers (its views are served under ``/api/v1``)."""
 
 
 class Table(Section):

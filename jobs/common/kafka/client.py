@@ -46,7 +46,7 @@ PRODUCER_DEFAULTS = {
     "enable.idempotence": "true",
     "acks": "all",
     "linger.ms": "5",
-    "compression.type": "lz4",  # as the collector writes rsvps.raw (docs/collector.md)
+    "compression.type": "lz4",  # as the collector writes the source topics (docs/collector.md)
     "queue.buffering.max.messages": "1000000",
 }
 PYTHON_CLIENT_BOOLS = ("delivery.report.only.error",)
