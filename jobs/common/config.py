@@ -83,7 +83,11 @@ def load_config(
     if not env_file.is_file():
         known = sorted(p.stem for p in directory.glob("*.yaml") if p.stem != "base")
         raise ConfigError(f"unknown environment {env!r}: no {env_file}; choose one of {known}")
-    raw = _deep_merge(_read_yaml(directory / "base.yaml"), _read_yaml(env_file))
+    base, for_env = _read_yaml(directory / "base.yaml"), _read_yaml(env_file)
+    default = ((overrides or {}).get("pipelines.default") or environ.get("KAPPA_PIPELINES__DEFAULT")
+               or (for_env.get("pipelines") or {}).get("default")
+               or (base.get("pipelines") or {}).get("default"))
+    raw = _deep_merge(_deep_merge(_stream_pipeline_layer(str(default or ""), environ), base), for_env)
     problems = _reject_secrets_in_files(raw)
     raw = _resolve_placeholders(raw, environ, problems)
     _apply_env_overrides(raw, environ, problems)
@@ -100,6 +104,38 @@ def load_config(
     if problems:
         raise ConfigError(_summary(env, problems))
     return with_secrets(_absolutize(config), environ)
+
+
+def _stream_pipeline_layer(name: str, environ: Mapping[str, str]) -> dict[str, Any]:
+    """What pipeline ``name``'s ``pipeline.yaml`` gives the config when ``kappa stream`` runs it.
+
+    A pipeline with ``streaming.job: kappa-stream`` declares its topics, query and topic-fed tables
+    once; they are the defaults of ``streaming`` (query and topics), ``collector`` (the topic it
+    writes and its dead letters) and ``loader.tables``, under ``base.yaml``, the environment's
+    file, the variables and the overrides (the default pipeline: ``pipelines.default``). Another
+    pipeline, none, or an unreadable ``pipeline.yaml`` gives nothing (``kappa pipelines validate``
+    names the problem).
+    """
+    from jobs.pipelines.registry import SPEC_FILE, search_paths
+
+    found = [root / name / SPEC_FILE for root in search_paths(dict(environ)) if name]
+    found = [path for path in found if path.is_file()]
+    try:
+        spec = yaml.safe_load(found[0].read_text(encoding="utf-8")) if found else None
+        if not isinstance(spec, dict) or (spec.get("streaming") or {}).get("job") != "kappa-stream":
+            return {}
+        source, outputs = spec["source"]["topic"], spec["outputs"]
+        streaming = {"source_topic": source, "analyzed_topic": outputs["analyzed"]["topic"],
+                     "summaries_topic": outputs["summaries"]["topic"], "dlq_topic": outputs["dlq"]["topic"]}
+        if spec["streaming"].get("query_name"):
+            streaming["query_name"] = spec["streaming"]["query_name"]
+        tables = {table: {key: value for key, value in entry.items() if key in ("topic", "quality_policy")}
+                  for table, entry in (spec.get("tables") or {}).items()
+                  if isinstance(entry, dict) and "topic" in entry}
+    except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError):
+        return {}
+    return {"streaming": streaming, "collector": {"topic": source, "dlq_topic": streaming["dlq_topic"]},
+            "loader": {"tables": tables}}
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:

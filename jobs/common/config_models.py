@@ -229,8 +229,8 @@ class CollectorConfig(Section):
     buffer_limit: int = Field(default=200_000, ge=1)
     max_record_bytes: int = Field(default=65_536, ge=64)
     max_retries: int = Field(default=5, ge=1)
-    topic: str = "rsvps.raw"
-    dlq_topic: str = "rsvps.dlq"
+    topic: str = "events.raw"  # default: the kappa-stream pipeline's source topic (config.py)
+    dlq_topic: str = "events.dlq"
     drain_timeout_s: float = Field(default=30.0, gt=0)  # drain wait: SIGTERM, end of a file pull
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)  # larger request bodies: 413
     max_connections: int = Field(default=256, ge=1)  # open HTTP connections; more are refused
@@ -242,13 +242,13 @@ class CollectorConfig(Section):
 
 
 class StreamingConfig(Section):
-    """The long-running RSVP streaming job (docs/streaming.md)."""
+    """The ``kappa stream`` job (docs/streaming.md); its query and topics default to its pipeline's."""
 
-    query_name: str = Field(default="rsvps-live", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-    source_topic: str = "rsvps.raw"
-    analyzed_topic: str = "rsvps.analyzed"
-    summaries_topic: str = "rsvps.summaries"
-    dlq_topic: str = "rsvps.dlq"
+    query_name: str = Field(default="events-live", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    source_topic: str = "events.raw"
+    analyzed_topic: str = "events.analyzed"
+    summaries_topic: str = "events.summaries"
+    dlq_topic: str = "events.dlq"
     metrics_topic: str = "platform.metrics"
     errors_topic: str = "platform.errors"
     views_topic: str = "platform.views"  # the pointer to the current view version (jobs/common/views.py)

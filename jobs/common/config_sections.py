@@ -30,12 +30,7 @@ class LoaderTableConfig(Section):
 class LoaderConfig(Section):
     """The Kafka -> Delta batch loader (docs/tables.md); owned by jobs/loader."""
 
-    tables: dict[str, LoaderTableConfig] = Field(default_factory=lambda: {
-        "bronze.rsvps_raw": LoaderTableConfig(topic="rsvps.raw"),
-        "ops.dlq": LoaderTableConfig(topic="rsvps.dlq"),
-        "silver.rsvps": LoaderTableConfig(topic="rsvps.analyzed"),
-        "gold.rsvp_summaries": LoaderTableConfig(topic="rsvps.summaries"),
-    })
+    tables: dict[str, LoaderTableConfig] = Field(default_factory=dict)  # the kappa-stream pipeline's
     max_records_per_run: int | None = Field(default=None, ge=1)  # per table; None = to the bound
     driver_path_max_rows: int = Field(default=500_000, ge=1)  # records per driver-path batch (measured)
     driver_path_max_bytes: int = Field(default=128 * 1024 * 1024, ge=1)  # Kafka bytes per driver-path batch

@@ -178,3 +178,38 @@ def test_redis_tls_ca_file_reaches_the_client():
     with pytest.raises(ConfigError, match="redis: tls_ca_file is set but tls is false"):
         load_config("test", environ={"KAPPA_REDIS__EMBEDDED": "false",
                                      "KAPPA_REDIS__TLS_CA_FILE": "/etc/ssl/redis-ca.pem"})
+
+
+STREAM_PIPELINE = """\
+name: clicks
+source: {topic: clicks.raw, key: id}
+outputs:
+  analyzed: {topic: clicks.analyzed}
+  dlq: {topic: clicks.dlq}
+  summaries: {topic: clicks.summaries}
+streaming: {query_name: clicks-live, job: kappa-stream}
+tables:
+  bronze.clicks_raw: {topic: clicks.raw, quality_policy: quarantine}
+  gold.clicks_daily: {gold: daily}
+"""
+
+
+def test_the_stream_pipelines_topics_query_and_tables_are_the_defaults(tmp_path):
+    (tmp_path / "clicks").mkdir()
+    (tmp_path / "clicks" / "pipeline.yaml").write_text(STREAM_PIPELINE)
+    environ = {"KAPPA_PIPELINES_PATH": str(tmp_path), "KAPPA_PIPELINES__DEFAULT": "clicks"}
+    cfg = load_config("test", environ=environ)
+    s = cfg.streaming
+    assert (s.query_name, s.source_topic, s.analyzed_topic, s.summaries_topic, s.dlq_topic) == (
+        "clicks-live", "clicks.raw", "clicks.analyzed", "clicks.summaries", "clicks.dlq")
+    assert (cfg.collector.topic, cfg.collector.dlq_topic) == ("clicks.raw", "clicks.dlq")
+    assert {name: (t.topic, t.quality_policy) for name, t in cfg.loader.tables.items()} == {
+        "bronze.clicks_raw": ("clicks.raw", "quarantine")}
+    # a variable still wins over the pipeline's declaration
+    moved = load_config("test", environ={**environ, "KAPPA_STREAMING__SOURCE_TOPIC": "other.raw"})
+    assert (moved.streaming.source_topic, moved.streaming.analyzed_topic) == ("other.raw", "clicks.analyzed")
+
+
+def test_an_engine_pipeline_as_the_default_gives_no_stream_topics():
+    cfg = load_config("test", environ={"KAPPA_PIPELINES__DEFAULT": "cards"})
+    assert cfg.streaming.source_topic == "events.raw" and cfg.loader.tables == {}
