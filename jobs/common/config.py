@@ -11,6 +11,7 @@ never printed or logged.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -84,9 +85,11 @@ def load_config(
         known = sorted(p.stem for p in directory.glob("*.yaml") if p.stem != "base")
         raise ConfigError(f"unknown environment {env!r}: no {env_file}; choose one of {known}")
     base, for_env = _read_yaml(directory / "base.yaml"), _read_yaml(env_file)
-    default = ((overrides or {}).get("pipelines.default") or environ.get("KAPPA_PIPELINES__DEFAULT")
-               or (for_env.get("pipelines") or {}).get("default")
-               or (base.get("pipelines") or {}).get("default"))
+    probe = copy.deepcopy(_deep_merge(base, for_env))   # which pipeline is the default, as every layer says
+    _apply_env_overrides(probe, environ, [])
+    for dotted, value in (overrides or {}).items():
+        _set_dotted(probe, dotted.split("."), value)
+    default = (probe.get("pipelines") or {}).get("default")
     raw = _deep_merge(_deep_merge(_stream_pipeline_layer(str(default or ""), environ), base), for_env)
     problems = _reject_secrets_in_files(raw)
     raw = _resolve_placeholders(raw, environ, problems)

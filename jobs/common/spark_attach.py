@@ -23,7 +23,7 @@ from typing import Any
 from jobs.common.config import KappaConfig
 from jobs.common.errors import KappaError
 from jobs.common.signals import stop_signals_to
-from jobs.common.spark_state import ServiceState, code_roots, read_state
+from jobs.common.spark_state import ServiceState, pipeline_roots, read_state
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ def run_on_service(cfg: KappaConfig, op: str, args: dict[str, Any],
         return COLD
     with conn, _relay_stop(conn):
         conn.send((op, cfg, {**args, "nice": os.getpriority(os.PRIO_PROCESS, 0),  # served at it
-                             "search_paths": [str(p) for p in code_roots()[1:]]}))
+                             "search_paths": [str(p) for p in pipeline_roots()]}))
         return _follow(conn, state, progress)
 
 

@@ -36,19 +36,19 @@ import secrets
 import signal
 import threading
 import time
-from collections.abc import Callable
 from multiprocessing.connection import Connection, Listener
 from typing import Any
 
 from jobs.common.config import KappaConfig, load_config
 from jobs.common.errors import KappaError
 from jobs.common.processes import register_process
+from jobs.common.spark_jobs import JOBS
 from jobs.common.spark_state import (
     NAME,
     ServiceState,
     can_lower_nice,
-    code_roots,
     code_version,
+    pipeline_roots,
     set_tree_nice,
     state_path,
     write_state,
@@ -115,7 +115,7 @@ class SparkService:
 
         ``search_paths``: where the run looks for pipelines (the service must look in the same).
         """
-        own = [str(p) for p in code_roots()[1:]]
+        own = [str(p) for p in pipeline_roots()]
         if search_paths is not None and search_paths != own:
             return (f"the service looks for pipelines in {os.pathsep.join(own)}, this run in "
                     f"{os.pathsep.join(search_paths)} (KAPPA_PIPELINES_PATH)")
@@ -236,36 +236,6 @@ class _Sender:
                 self.conn.send(message)
             except (OSError, ValueError):
                 self.gone = True  # the job goes on to a consistent end; the client's watcher stops it
-
-
-def _stream(spark, cfg: KappaConfig, args: dict[str, Any], progress: Callable[[str], None],
-            stop: threading.Event) -> Any:
-    from jobs.streaming.job import run_stream
-
-    del spark
-    return run_stream(cfg, args["spec"], progress=progress, stop=stop)
-
-
-def _load(spark, cfg: KappaConfig, args: dict[str, Any], progress: Callable[[str], None],
-          stop: threading.Event) -> Any:
-    from jobs.loader.load import run_load
-    from jobs.loader.scale import loader_spark
-
-    del spark, stop
-    session = loader_spark(cfg, app_name=args.get("app_name", "kappa-loader"))
-    return run_load(session, cfg, args["targets"], args["bound"], progress)
-
-
-def _batch(spark, cfg: KappaConfig, args: dict[str, Any], progress: Callable[[str], None],
-           stop: threading.Event) -> Any:
-    from jobs.batch.run import batch_spark, run_job
-
-    del spark, stop
-    return run_job(batch_spark(cfg), cfg, args["job"], args["dates"], versions=args.get("versions"),
-                   progress=progress, pipeline=args.get("pipeline"))
-
-
-JOBS: dict[str, Callable[..., Any]] = {"stream": _stream, "load": _load, "batch": _batch}
 
 
 def serve(cfg: KappaConfig, port: int = 0) -> int:

@@ -46,14 +46,16 @@ def log_path(cfg: KappaConfig) -> Path:
     return Path(cfg.stack.data_dir) / "logs" / "spark.log"
 
 
-def code_roots() -> list[Path]:
-    """The code a job on the service runs: ``jobs/``, then the folders pipelines are looked for in.
-
-    Those are jobs/pipelines/registry.py's: the project's ``pipelines/`` and ``KAPPA_PIPELINES_PATH``.
-    """
+def pipeline_roots() -> list[Path]:
+    """Where pipelines are looked for: the project's ``pipelines/``, then ``KAPPA_PIPELINES_PATH``."""
     from jobs.pipelines.registry import search_paths
 
-    return [PROJECT_ROOT / "jobs", *search_paths()]
+    return search_paths()
+
+
+def code_roots() -> list[Path]:
+    """The code a job on the service runs: ``jobs/`` and :func:`pipeline_roots`."""
+    return [PROJECT_ROOT / "jobs", *pipeline_roots()]
 
 
 def code_version(roots: list[Path] | None = None) -> str:
