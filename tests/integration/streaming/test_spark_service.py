@@ -1,5 +1,6 @@
 """The Spark service (`kappa spark up`): a replay attached to it gives what a cold replay gives,
-the CLI falls back to a cold Spark when it is down, and a cold CLI run leaves no process behind."""
+a load and a batch job attached to it write every row once, the CLI falls back to a cold Spark
+when it is down, and a cold CLI run leaves no process behind."""
 
 from __future__ import annotations
 
@@ -137,6 +138,31 @@ def _stop(pid: int) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
+def _check_batch(env: dict[str, str], root: Path, pid: int) -> None:
+    """`kappa batch run city_daily`, attached: one gold row per date, city and country of silver,
+    counting every silver row once (computed here from the rows written)."""
+    from datetime import date, timedelta
+
+    from deltalake import DeltaTable, write_deltalake
+
+    from bench.batch import START, generate
+    from jobs.common.delta import table_uri
+
+    silver = generate(300, 2)["silver.rsvps"]
+    write_deltalake(table_uri(str(root), "silver.rsvps"), silver, partition_by=["event_date"])
+    groups = set(zip(*(silver[column].to_pylist() for column in ("event_date", "city", "country")),
+                     strict=True))
+    end: date = START + timedelta(days=2)
+    result = _kappa({**env, "KAPPA_LAKE__ROOT": str(root)}, "batch", "run", "city_daily",
+                    "--from", START.isoformat(), "--to", end.isoformat(), "--json")
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert f"attached to the Spark service pid {pid}" in result.stderr
+    [report] = json.loads(result.stdout)
+    assert (report["rows_read"], report["rows_written"]) == (silver.num_rows, len(groups)), report
+    gold = DeltaTable(table_uri(str(root), "gold.city_daily")).to_pyarrow_table()
+    assert sum(gold["rsvps"].to_pylist()) == silver.num_rows
+
+
 def test_a_replay_attached_to_the_service_equals_a_cold_one_which_leaves_no_process(
         stream_cfg, kappa_env, redis_client, kafka_props, tmp_path):
     sent = generate(EVENTS, seed=37)
@@ -159,6 +185,7 @@ def test_a_replay_attached_to_the_service_equals_a_cold_one_which_leaves_no_proc
         assert 1 in seen, f"the JVM's threads took niceness {seen} during a request from niceness 1"
         assert f"attached to the Spark service pid {pid}" in warm_err
         _check_load(warm_env, stream_cfg.streaming.source_topic, tmp_path / "lake", pid)
+        _check_batch(warm_env, tmp_path / "batch-lake", pid)
         service = psutil.Process(pid)
         processes = [service, *service.children(recursive=True)]  # the JVM, the Python daemons
         assert len(processes) >= 4, processes
