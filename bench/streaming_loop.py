@@ -28,10 +28,12 @@ from jobs.common.config import KappaConfig
 from jobs.common.kafka.client import producer_config
 from jobs.streaming.applier import BatchEffects, EffectsWriter
 from jobs.streaming.dead_letters import dead_letter_headers, dead_letter_value
-from jobs.streaming.redis_sink import Keys, RedisSummarySink, add_members
+from jobs.streaming.members import add_members
+from jobs.streaming.redis_sink import Keys, RedisSummarySink
 from jobs.streaming.task import members_added
 from pipelines.rsvp.aggregates import windows_from
 from pipelines.rsvp.records import Increments, analyzed, analyzed_value
+from pipelines.rsvp.redis_views import MEMBERS
 from pipelines.rsvp.validate import parse, rules_from
 
 CONSUME_BATCH = 20_000
@@ -76,7 +78,7 @@ class LoopViews:
 
     def _write(self, effects: BatchEffects, members: dict[int, list[str]]) -> int:
         with self.sink.client.pipeline(transaction=False) as pipe:
-            add_members(pipe, self.keys, members)
+            add_members(pipe, self.keys, members, MEMBERS)
             pipe.execute()
         return self.writer.write(effects)
 

@@ -87,7 +87,7 @@ def _collect(cfg: KappaConfig, say: Callable[[str], None]) -> dict[str, int]:
 def _stream(cfg: KappaConfig, say: Callable[[str], None], before: dict[int, int],
             after: dict[int, int]):
     """Replay this run's range through the streaming job; print the summaries from Redis."""
-    from jobs.streaming import summaries
+    from pipelines.rsvp import summaries
     from jobs.streaming.job import RunSpec, run_stream
 
     topic = cfg.collector.topic

@@ -103,6 +103,9 @@ class PipelineSpec(Section):
     collect: str | None = None
     """A Python file beside ``pipeline.yaml`` defining ``check(record)``, what the collector checks
     of a parsed record (:mod:`jobs.common.structure`); None: a JSON object carrying ``source.key``."""
+    summaries: str | None = None
+    """A Python file beside ``pipeline.yaml`` defining ``read(cfg, view, key, windows, n)``, what
+    ``kappa summaries VIEW`` reads of a kappa-stream pipeline's views; None: it has no such command."""
     source: TopicDecl
     outputs: Outputs
     event_time: EventTime = Field(default_factory=EventTime)

@@ -2,8 +2,9 @@
 
 The counting itself is the pipeline's (its codec's ``counter``, :mod:`jobs.streaming.codec`):
 the job runs it inside each task of its one pass over a batch (:mod:`jobs.streaming.task`).
-Each row is one (kind, window start, item) with its sums; the kinds name the Redis views they
-go to (docs/streaming.md, "Redis keys").
+Each row is one (kind, window start, item) with three integer sums (``n``, ``n2``, ``n3``) and a
+text ``label`` (the greatest wins); the kinds, and what each sum means, are the pipeline's
+(its Redis views, :class:`jobs.streaming.codec.RedisViews`).
 """
 
 from __future__ import annotations
@@ -14,20 +15,25 @@ from typing import Any, TypeAlias
 import pyarrow as pa
 from pyspark.sql.pandas.types import from_arrow_schema
 
-CITY, TOPIC_MINUTE, TOPIC, MEMBER, MEMBER_ALL, EVENT = (
-    "city", "topic_minute", "topic", "member", "member_all", "event")
 MEMBERS_ADDED = "members_added"
 """A task added a window's distinct items to its Redis HyperLogLog itself (``n``: items added)."""
-INCREMENT_COLUMNS = ("kind", "window_start", "item", "n", "no", "guests", "label")
+SUMS = ("n", "n2", "n3")
+"""The integer sums of an increment row, added up across tasks."""
+INCREMENT_COLUMNS = ("kind", "window_start", "item", *SUMS, "label")
 IncrementRows: TypeAlias = pa.Table | Sequence[Mapping[str, Any]]
 """A batch's summed increment rows: a table of :data:`INCREMENT_COLUMNS`, or one dict per row."""
+
+
+def increment_row(kind: str, start: int, item: str, n: int, n2: int = 0, n3: int = 0,  # noqa: PLR0917
+                  label: str | None = None) -> dict[str, Any]:
+    """One increment row as a dict."""
+    return {"kind": kind, "window_start": start, "item": item, "n": n, "n2": n2, "n3": n3, "label": label}
 
 
 def increment_arrow_schema() -> pa.Schema:
     """The Arrow schema of increment rows (:data:`INCREMENT_SCHEMA`)."""
     return pa.schema([("kind", pa.string()), ("window_start", pa.int64()), ("item", pa.string()),
-                      ("n", pa.int64()), ("no", pa.int64()), ("guests", pa.int64()),
-                      ("label", pa.string())])
+                      *((name, pa.int64()) for name in SUMS), ("label", pa.string())])
 
 
 def increments_table(increments: IncrementRows) -> pa.Table:

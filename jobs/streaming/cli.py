@@ -14,7 +14,6 @@ from jobs.common.errors import ConfigError
 from jobs.pipelines.cli import PIPELINE_OPTION, engine_pipeline
 
 stream_app = typer.Typer(no_args_is_help=True, help="Run and inspect the kappa-stream pipeline's job.")
-summaries_app = typer.Typer(no_args_is_help=True, help="Read the live summaries from Redis.")
 
 JSON_OPTION = typer.Option("--json", help="Print machine-readable JSON.")
 
@@ -25,7 +24,7 @@ def register(app: typer.Typer) -> None:
 
     stream_app.add_typer(checkpoint_app, name="checkpoint")
     app.add_typer(stream_app, name="stream")
-    app.add_typer(summaries_app, name="summaries")
+    app.command("summaries")(summaries)
 
 
 def _current():
@@ -248,56 +247,24 @@ def job_name(version: int) -> str:
     return "streaming" if version == 1 else f"streaming-v{version}"
 
 
-@summaries_app.command("top-topics")
-def top_topics(n: Annotated[int | None, typer.Option("-n", help="How many (default top_n).")] = None,
-               as_json: Annotated[bool, JSON_OPTION] = False) -> None:
-    """All-time top topics (exact counts)."""
-    from jobs.streaming import summaries
+def summaries(view: Annotated[str | None, typer.Argument(help="The view (none: list the views).")] = None,
+              key: Annotated[str | None, typer.Argument(help="The key, for a view of one entity.")] = None,
+              windows: Annotated[int, typer.Option("--windows", help="How many latest windows.")] = 1,
+              n: Annotated[int | None, typer.Option("-n", help="How many items (default: the view's).")
+                           ] = None,
+              as_json: Annotated[bool, JSON_OPTION] = False) -> None:
+    """Read a live view of the kappa-stream pipeline from Redis (its current view version).
 
-    items = summaries.top_topics(_current(), n)
-    _print(items, as_json, lambda: [f"{i['count']:>8}  {i['item']}" for i in items])
+    The views are the pipeline's (its ``summaries:`` file): `kappa summaries` lists them.
+    """
+    from jobs.pipelines.cli import pipeline_hook
 
-
-@summaries_app.command("trending")
-def trending(windows: Annotated[int, typer.Option("--windows", help="How many latest windows.")] = 1,
-             as_json: Annotated[bool, JSON_OPTION] = False) -> None:
-    """Top topics of the latest sliding windows."""
-    from jobs.streaming import summaries
-
-    data = summaries.trending(_current(), windows)
-    _print(data, as_json, lambda: [
-        line for w in data for line in
-        [f"window {_iso(w['window_start_ms'])} .. {_iso(w['window_end_ms'])}"]
-        + [f"{i['count']:>8}  {i['item']}" for i in w["items"]]])
-
-
-@summaries_app.command("cities")
-def cities(windows: Annotated[int, typer.Option("--windows", help="How many latest windows.")] = 1,
-           n: Annotated[int | None, typer.Option("-n", help="Cities per window (default all).")] = None,
-           as_json: Annotated[bool, JSON_OPTION] = False) -> None:
-    """RSVPs per city in the latest 1-minute windows (with approximate distinct members)."""
-    from jobs.streaming import summaries
-
-    data = summaries.cities(_current(), windows, n)
-    _print(data, as_json, lambda: [
-        line for w in data for line in
-        [f"window {_iso(w['window_start_ms'])}: {w['total']} RSVPs, ~{w['approx_distinct_members']} "
-         f"members (±{w['members_error']:.2%})"] + [f"{c['count']:>8}  {c['city']}" for c in w["cities"]]])
-
-
-@summaries_app.command("event")
-def event(event_id: Annotated[str, typer.Argument(help="The event id (event.event_id).")],
-          as_json: Annotated[bool, JSON_OPTION] = False) -> None:
-    """Yes/no responses and guests of one event."""
-    from jobs.common.errors import KappaError
-    from jobs.streaming import summaries
-
-    data = summaries.event(_current(), event_id)
-    if data is None:
-        raise KappaError(f"no summary for event {event_id!r} (unknown, or expired after "
-                         "streaming.event_ttl_s)")
-    _print(data, as_json, lambda: [f"{data['event_name']} ({event_id}): yes {data['yes']}, no {data['no']}, "
-                                   f"guests {data['guests']}"])
+    spec, read = pipeline_hook(None, "summaries")
+    if read is None:
+        raise ConfigError(f"pipeline {spec.name} names no `summaries:` file in its pipeline.yaml; read "
+                          f"its views with `kappa pipelines view {spec.name} VIEW`")
+    data, lines = read(_current() if view is not None else load_config(), view, key, windows, n)
+    _print(data, as_json, lambda: lines)
 
 
 def _print(data: Any, as_json: bool, lines) -> None:
@@ -308,5 +275,3 @@ def _print(data: Any, as_json: bool, lines) -> None:
         typer.echo(line)
 
 
-def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%SZ")

@@ -18,7 +18,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 from jobs.common.errors import KappaError
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from jobs.common.config import KappaConfig
+    from jobs.streaming.redis_script import ApplyOps, Reads
+    from jobs.streaming.redis_sink import Keys
+    from jobs.streaming.resp import EntityHash
 
 STREAM_JOB = "kappa-stream"
 """The ``streaming.job`` of a pipeline that ``kappa stream`` runs."""
@@ -35,6 +40,30 @@ class Counter(Protocol):
 
     def rows(self) -> list[dict[str, Any]]:
         """One increment row per key."""
+
+
+class Changed(Protocol):
+    """What one apply changed: the reads of its new values, and those values as summary records."""
+
+    def reads(self, windows_ms: dict[str, int], top_n: int) -> Reads:
+        """The reads of every value the apply changed (Redis answers them after the writes)."""
+
+    def records(self, replies: list[Any]) -> list[dict[str, Any]]:
+        """The summary records (the summaries topic) of the replies to :meth:`reads`."""
+
+
+class RedisViews(Protocol):
+    """The pipeline's Redis views: its key scheme, as the fenced apply writes and reads it back."""
+
+    @property
+    def entity(self) -> EntityHash | None:
+        """The increment kind written as one hash per item (formatted column-wise for speed), or None."""
+
+    def write(self, ops: ApplyOps, increments: pa.Table, entities: pa.Array) -> Changed:
+        """Add the writes of a batch's summed increment rows (all but the entity's) to ``ops``.
+
+        ``entities``: the ids of the entities the apply writes (``ops.events``), in their order.
+        """
 
 
 @dataclass(frozen=True)
@@ -60,6 +89,11 @@ class RecordCodec:
     """The validation rules ``parse`` takes, from the config."""
     windows: Callable[[KappaConfig], Any]
     """The window sizes ``counter`` takes, from the config (a dataclass with ``sizes_ms()``)."""
+    views: Callable[[KappaConfig, Keys], RedisViews]
+    """``(config, key names under the prefix)`` -> the pipeline's :class:`RedisViews`."""
+    distinct: str = "distinct"
+    """The key name of the HyperLogLogs the tasks add their distinct items to
+    (``<prefix>:<distinct>:<window start>``, ``...:all``)."""
 
 
 class StreamPipelineError(KappaError):

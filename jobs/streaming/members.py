@@ -1,8 +1,9 @@
-"""The member ids' HyperLogLogs: ``PFADD``s outside the fence (docs/streaming.md, "Redis keys").
+"""The distinct items' HyperLogLogs: ``PFADD``s outside the fence (docs/streaming.md, "Redis keys").
 
-Adding an id twice changes nothing, so the adds need no fence; a batch that counted against a
+Adding an item twice changes nothing, so the adds need no fence; a batch that counted against a
 fence checks it is still there after its adds and removes them when Redis lost the view
-(:func:`pfadd_fenced`, docs/runbooks/redis-lost.md).
+(:func:`pfadd_fenced`, docs/runbooks/redis-lost.md). The HyperLogLogs are
+``<prefix>:<name>:<window start>`` and ``<prefix>:<name>:all``, ``name`` the codec's ``distinct``.
 """
 
 from __future__ import annotations
@@ -18,15 +19,15 @@ if TYPE_CHECKING:
 PFADD_CHUNK = 5000
 
 
-def add_members(pipe, keys: Keys, members: Mapping[int, Sequence[str]]) -> None:
-    """PFADD member ids by window start (-1: the all-time set) on a pipeline.
+def add_members(pipe, keys: Keys, members: Mapping[int, Sequence[str]], name: str) -> None:
+    """PFADD distinct items by window start (-1: the all-time set) on a pipeline, to ``<name>:<start>``.
 
-    Adding an id to a HyperLogLog twice changes nothing, so these writes need no fence: the
-    tasks of a batch add their members themselves (jobs/streaming/task.py) and a replayed batch
-    adds the same ids again without effect (docs/streaming.md, "Redis keys").
+    Adding an item to a HyperLogLog twice changes nothing, so these writes need no fence: the
+    tasks of a batch add their items themselves (jobs/streaming/task.py) and a replayed batch
+    adds the same items again without effect (docs/streaming.md, "Redis keys").
     """
     for start, ids in members.items():
-        key = keys("members", "all") if start < 0 else keys("members", start)
+        key = keys(name, "all") if start < 0 else keys(name, start)
         for chunk in range(0, len(ids), PFADD_CHUNK):
             pipe.pfadd(key, *ids[chunk:chunk + PFADD_CHUNK])
 
@@ -39,11 +40,11 @@ class MemberAdds(list):
         self.append([key, *ids])
 
 
-def write_members(client: redis.Redis, keys: Keys, members: Mapping[int, Sequence[str]], *,
+def write_members(client: redis.Redis, keys: Keys, members: Mapping[int, Sequence[str]], name: str, *,
                   fenced: bool) -> None:
     """:func:`add_members` on one pipeline; ``fenced``: the fence hash is known to exist (pfadd_fenced)."""
     adds = MemberAdds()
-    add_members(adds, keys, members)
+    add_members(adds, keys, members, name)
     pfadd_fenced(client, adds, keys.fence if fenced else None)
 
 

@@ -26,7 +26,7 @@ import redis
 from jobs.common.errors import KappaError
 from jobs.streaming.aggregates import increment_arrow_schema
 from jobs.streaming.fence_fields import STREAM_SUFFIX, Partition, field_partition
-from jobs.streaming.resp import EventWrites, Transaction, Wire, event_reads, pack
+from jobs.streaming.resp import EntityHash, EntityWrites, Transaction, Wire, entity_reads, pack
 
 SCRIPT_CHUNK = 1000
 """Members per ``ZADD`` of a window index: one command stays small."""
@@ -38,8 +38,8 @@ READ_CHUNK = 5_000
 """Reads made inside the last transaction at most (each a small HMGET / ZREVRANGE / PFCOUNT);
 more go as a pipeline after it, which Redis interleaves with other clients."""
 EVENT_ARGS = 11
-"""What one event's writes count against :data:`APPLY_CHUNK_ARGS`: ``HINCRBY key field n``,
-``HSET key event_name name``, ``EXPIRE key ttl``."""
+"""What one entity's writes count against :data:`APPLY_CHUNK_ARGS`: ``HINCRBY key field n``,
+``HSET key label name``, ``EXPIRE key ttl``."""
 MARK = ("apply_marker", "apply_chunk")
 
 
@@ -74,17 +74,17 @@ class RedisViewLost(SummarySinkError):
 class ApplyOps:
     """The writes of an apply: ``ops("HINCRBY", key, field, n)``.
 
-    The events' counters are :attr:`events` instead, the batch's increment rows of kind ``event``
-    as a table (formatted column-wise straight into wire bytes, :class:`EventWrites`).
-    ``PFADD``s (``pfadd``, as :func:`add_members` calls it on a pipeline) are kept apart in
-    ``members``: they are idempotent and go outside the fence.
+    The entities' hashes are :attr:`events` instead, the batch's increment rows of the
+    :class:`EntityHash` kind ``entity`` as a table (formatted column-wise straight into wire
+    bytes, :class:`EntityWrites`). ``PFADD``s (``pfadd``, as :func:`add_members` calls it on a
+    pipeline) are kept apart in ``members``: they are idempotent and go outside the fence.
     """
 
-    def __init__(self, event_prefix: str = "", event_ttl: int = 0) -> None:
+    def __init__(self, entity: EntityHash | None = None) -> None:
         self.ops: list[list[str]] = []
         self.events: pa.Table = increment_arrow_schema().empty_table()
         self.members: list[list[str]] = []
-        self.event_prefix, self.event_ttl = event_prefix, event_ttl
+        self.entity = entity
 
     def __call__(self, command: str, *args: object) -> None:
         """Add one command (arguments as Redis receives them: strings)."""
@@ -97,15 +97,15 @@ class ApplyOps:
 
 @dataclass
 class Reads:
-    """Reads made after an apply: generic commands, then the events' hashes.
+    """Reads made after an apply: generic commands, then the entities' hashes.
 
-    Each event is ``HMGET <prefix><id> yes no guests event_name``; :meth:`FencedApply.run`
-    answers the reads in that order.
+    Each entity is ``HMGET <prefix><id> <fields> <label>`` (:class:`EntityHash`);
+    :meth:`FencedApply.run` answers the reads in that order.
     """
 
     commands: list[list[str]] = field(default_factory=list)
     events: pa.Array = field(default_factory=lambda: pa.array([], pa.string()))
-    prefix: str = ""
+    entity: EntityHash | None = None
 
     def __len__(self) -> int:
         return len(self.commands) + len(self.events)
@@ -118,11 +118,12 @@ class Reads:
     def _name(self, index: int) -> str:
         if index < len(self.commands):
             return " ".join(self.commands[index][:2])
-        return f"HMGET {self.prefix}{self.events[index - len(self.commands)].as_py()}"
+        prefix = self.entity.prefix if self.entity is not None else ""
+        return f"HMGET {prefix}{self.events[index - len(self.commands)].as_py()}"
 
     def wire(self) -> bytes:
         """The reads as RESP bytes."""
-        return b"".join(pack(*command) for command in self.commands) + event_reads(self.events, self.prefix)
+        return b"".join(pack(*command) for command in self.commands) + entity_reads(self.events, self.entity)
 
 
 class FencedApply:
@@ -177,12 +178,12 @@ class FencedApply:
         """
         failed: list[str] = []
         replies: list[Any] = []
-        waiting: tuple[Callable[[], Transaction], list[list[str]], EventWrites, bool] | None = None
+        waiting: tuple[Callable[[], Transaction], list[list[str]], EntityWrites, bool] | None = None
         for index, (op_span, event_span) in enumerate(chunks):
             last = index == len(chunks) - 1
             writes = ops.ops[op_span[0]:op_span[1]]
-            events = EventWrites(ops.events.slice(event_span[0], event_span[1] - event_span[0]),
-                                 ops.event_prefix, ops.event_ttl)   # made while Redis runs the chunk before
+            events = EntityWrites(ops.events.slice(event_span[0], event_span[1] - event_span[0]),
+                                  ops.entity)   # made while Redis runs the chunk before
             if last:
                 tail = [pack("HDEL", self.fence_key, *MARK), pack("HSET", self.fence_key, *_flat(fence))]
             else:
@@ -243,7 +244,7 @@ class FencedApply:
             self._wire.exchange(pack("UNWATCH"), 1)
         return verdict
 
-    def _made(self, finish: Callable[[], Transaction], writes: list[list[str]], events: EventWrites,
+    def _made(self, finish: Callable[[], Transaction], writes: list[list[str]], events: EntityWrites,
               needs_fence: bool, failed: list[str], *, marker: str) -> list[Any]:
         """Wait for a chunk's transaction; its refused writes to ``failed``; its reads' replies.
 

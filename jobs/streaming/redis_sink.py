@@ -1,8 +1,10 @@
 """The Redis sink of the live summaries: fenced increments, exactly-once in effect.
 
-Key scheme and fence: docs/streaming.md ("Redis keys"). A batch's increments and the new fence
-go to Redis as fenced transactions (jobs/streaming/redis_script.py) that check the fence first:
-each chunk applied entirely or not at all, and never twice for the same offsets.
+The fence: docs/streaming.md ("The fence"). A batch's increments and the new fence go to Redis as
+fenced transactions (jobs/streaming/redis_script.py) that check the fence first: each chunk
+applied entirely or not at all, and never twice for the same offsets. Which keys an increment
+writes, and what is read back, is the pipeline's key scheme (its codec's ``views``,
+:class:`jobs.streaming.codec.RedisViews`).
 """
 
 from __future__ import annotations
@@ -10,29 +12,16 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 import pyarrow.compute as pc
 import redis
 
 from jobs.common.config import KappaConfig
-from jobs.streaming.aggregates import (
-    CITY,
-    EVENT,
-    MEMBER,
-    MEMBER_ALL,
-    MEMBERS_ADDED,
-    TOPIC,
-    TOPIC_MINUTE,
-    IncrementRows,
-    increments_table,
-)
+from jobs.streaming.aggregates import IncrementRows, increments_table
 from jobs.streaming.fence_fields import parse_fence, parse_stream_points
-from jobs.streaming.members import add_members, pfadd_fenced
+from jobs.streaming.members import pfadd_fenced
 from jobs.streaming.redis_script import (
     SCRIPT_CHUNK,
     ApplyOps,
@@ -41,7 +30,9 @@ from jobs.streaming.redis_script import (
     Reads,
     SummarySinkError,
 )
-from jobs.streaming.summary_reads import SummaryReads
+
+if TYPE_CHECKING:
+    from jobs.streaming.codec import Changed
 
 logger = logging.getLogger(__name__)
 
@@ -49,17 +40,22 @@ FENCE_SCOPE = "summaries"
 HISTORY = 100
 MAX_INDEXED_WINDOWS = 10_000
 
-@dataclass
-class Applied:
-    """What an apply changed: the keys to read back and publish to the summaries topic."""
 
-    cities: set[tuple[int, str]] = field(default_factory=set)
-    trending: set[int] = field(default_factory=set)
-    members: set[int] = field(default_factory=set)
-    events: pa.Array = field(default_factory=lambda: pa.array([], pa.string()))
-    """The ids of the events changed, in the order of their writes."""
-    topics: bool = False
+def index_windows(op: ApplyOps, keys: Keys, windows: Mapping[str, set[int]], ttl: int) -> None:
+    """Expire the windows written (``<name>:<start>``) and add them to their view's index of windows.
 
+    The index, ``<name>:windows``, is a sorted set of window starts (the latest
+    :data:`MAX_INDEXED_WINDOWS` kept): what readers look up to find the latest windows.
+    """
+    for name, starts in windows.items():
+        if not starts:  # e.g. no on-time items in the batch: ZADD refuses an empty mapping
+            continue
+        for start in starts:
+            op("EXPIRE", keys(name, start), ttl)
+        ordered = sorted(starts)
+        for i in range(0, len(ordered), SCRIPT_CHUNK):  # one command stays small
+            op("ZADD", keys(name, "windows"), *(x for s in ordered[i:i + SCRIPT_CHUNK] for x in (s, s)))
+        op("ZREMRANGEBYRANK", keys(name, "windows"), 0, -MAX_INDEXED_WINDOWS - 1)
 
 class Keys:
     """Redis key names under one prefix."""
@@ -86,10 +82,11 @@ class RedisSummarySink:
     """``setup`` / ``fence`` / ``apply`` / ``read_back`` of the summaries in Redis."""
 
     def __init__(self, cfg: KappaConfig) -> None:
+        from jobs.streaming.codec import stream_codec
+
         self.cfg = cfg
         self.keys = Keys(cfg.streaming.redis_prefix)
-        self.slide_ms = cfg.streaming.trending_slide_s * 1000
-        self.trending_steps = cfg.streaming.trending_window_s // cfg.streaming.trending_slide_s
+        self.views = stream_codec().views(cfg, self.keys)
         self.client = connect(cfg)
         self._apply = FencedApply(self.client, self.keys.fence, cfg.streaming.apply_chunk_args)
 
@@ -111,7 +108,7 @@ class RedisSummarySink:
         return parse_stream_points(self.client.hgetall(self.keys.fence))
 
     def apply(self, increments: IncrementRows, expected: Mapping[Partition, int],
-              new_fence: Mapping[Partition, int], meta: Mapping[str, Any]) -> Applied:
+              new_fence: Mapping[Partition, int], meta: Mapping[str, Any]) -> Changed:
         """Apply a batch's increments and move the fence, atomically; raise FenceMoved on a race."""
         applied, ops = self._prepare(increments, meta)
         self._run(ops, expected, new_fence, meta)
@@ -128,13 +125,13 @@ class RedisSummarySink:
         (docs/explanation/streaming-performance.md).
         """
         applied, ops = self._prepare(increments, meta)
-        reads = SummaryReads(self.keys, applied, windows_ms, top_n)
-        return reads.records(self._run(ops, expected, new_fence, meta, reads.reads))
+        reads = applied.reads(dict(windows_ms), top_n)
+        return applied.records(self._run(ops, expected, new_fence, meta, reads))
 
-    def _prepare(self, increments: IncrementRows, meta: Mapping[str, Any]) -> tuple[Applied, ApplyOps]:
+    def _prepare(self, increments: IncrementRows, meta: Mapping[str, Any]) -> tuple[Changed, ApplyOps]:
         """A batch's writes as script operations, and what they change."""
-        applied, ops = Applied(), self._ops()
-        self._increments(ops, increments, applied)
+        ops = self._ops()
+        applied = self._increments(ops, increments)
         for name, value in meta.get("totals", {}).items():
             if value:
                 ops("HINCRBY", self.keys("totals"), name, int(value))
@@ -146,80 +143,25 @@ class RedisSummarySink:
         pfadd_fenced(self.client, ops.members, self.keys.fence if expected else None)
         return self._apply.run(ops, expected, new_fence, meta, prefix=self.keys.prefix, reads=reads)
 
-    def changed(self, increments: IncrementRows) -> Applied:
+    def changed(self, increments: IncrementRows) -> Changed:
         """What :meth:`apply` of ``increments`` changes, without writing (to publish it again)."""
-        applied = Applied()
-        self._increments(self._ops(), increments, applied)
-        return applied
+        return self._increments(self._ops(), increments)
 
     def _ops(self) -> ApplyOps:
-        return ApplyOps(self.keys("event", ""), self.cfg.streaming.event_ttl_s)
+        return ApplyOps(self.views.entity)
 
-    def _increments(self, op: ApplyOps, increments: IncrementRows, applied: Applied) -> None:
-        """The writes of ``increments`` into ``op``: the events' as a table, the others one by one."""
+    def _increments(self, op: ApplyOps, increments: IncrementRows) -> Changed:
+        """The writes of ``increments`` into ``op``: the entities' as a table, the others the views'."""
         table = increments_table(increments)
-        is_event = pc.equal(table["kind"], EVENT)
-        op.events = table.filter(is_event)
-        applied.events = op.events["item"].combine_chunks()
-        keys = self.keys
-        members: dict[int, list[str]] = defaultdict(list)
-        windows: dict[str, set[int]] = defaultdict(set)
-        for row in table.filter(pc.invert(is_event)).to_pylist():
-            kind, start, item = row["kind"], int(row["window_start"]), row["item"]
-            if kind == CITY:
-                op("HINCRBY", keys("cities", start), item, row["n"])
-                applied.cities.add((start, item))
-                windows["cities"].add(start)
-            elif kind == TOPIC_MINUTE:
-                op("ZINCRBY", keys("topics", "minute", start), row["n"], item)
-                windows["topics:minute"].add(start)
-            elif kind == TOPIC:
-                op("ZINCRBY", keys("topics", "all"), row["n"], item)
-                applied.topics = True
-            elif kind == MEMBER:
-                members[start].append(item)
-            elif kind == MEMBER_ALL:
-                members[-1].append(item)
-            elif kind == MEMBERS_ADDED:  # a task added them (add_members): index and expire only
-                applied.members.add(start)
-                windows["members"].add(start)
-        add_members(op, keys, members)
-        for start in members:
-            if start >= 0:
-                applied.members.add(start)
-                windows["members"].add(start)
-        self._trending(op, windows["topics:minute"], applied, windows)
-        self._index(op, windows)
+        entity = self.views.entity
+        is_entity = pc.equal(table["kind"], entity.kind if entity is not None else "")
+        op.events = table.filter(is_entity)
+        return self.views.write(op, table.filter(pc.invert(is_entity)), op.events["item"].combine_chunks())
 
-    def _index(self, op: ApplyOps, windows: Mapping[str, set[int]]) -> None:
-        """Expire the windows written and add them to their kind's index of windows."""
-        ttl, keys = self.cfg.streaming.window_ttl_s, self.keys
-        for name, starts in windows.items():
-            if not starts:  # e.g. no on-time topics in the batch: ZADD refuses an empty mapping
-                continue
-            for start in starts:
-                op("EXPIRE", keys(name, start), ttl)
-            ordered = sorted(starts)
-            for i in range(0, len(ordered), SCRIPT_CHUNK):  # one command stays small
-                op("ZADD", keys(name, "windows"), *(x for s in ordered[i:i + SCRIPT_CHUNK] for x in (s, s)))
-            op("ZREMRANGEBYRANK", keys(name, "windows"), 0, -MAX_INDEXED_WINDOWS - 1)
-
-    def _trending(self, op: ApplyOps, minutes: set[int], applied: Applied,
-                  windows: dict[str, set[int]]) -> None:
-        """Rebuild every sliding window a changed bucket belongs to, as an absolute union."""
-        starts = {m - k * self.slide_ms for m in minutes for k in range(self.trending_steps)}
-        for start in sorted(starts):
-            buckets = [self.keys("topics", "minute", start + k * self.slide_ms)
-                       for k in range(self.trending_steps)]
-            op("ZUNIONSTORE", self.keys("trending", start), len(buckets), *buckets)
-            applied.trending.add(start)
-            windows["trending"].add(start)
-
-    def read_back(self, applied: Applied, windows_ms: Mapping[str, int], top_n: int,
+    def read_back(self, applied: Changed, windows_ms: Mapping[str, int], top_n: int,
                   ) -> list[dict[str, Any]]:
         """The absolute values of what an apply changed, as summary records (read now)."""
-        reads = SummaryReads(self.keys, applied, windows_ms, top_n)
-        return reads.records(self._apply.read(reads.reads))
+        return applied.records(self._apply.read(applied.reads(dict(windows_ms), top_n)))
 
     def record_metrics(self, query: str, metrics: Mapping[str, Any]) -> None:
         """The last batch's metrics (hash) and the last HISTORY batches (list, newest first)."""

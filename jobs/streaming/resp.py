@@ -22,12 +22,33 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import redis
 
-EVENT_FIELDS = ("yes", "no", "guests")
+from jobs.streaming.aggregates import SUMS
+
 FEED_BYTES = 16_384
 """Bytes handed to the hiredis reader at a time: it moves its unread buffer forward as replies are
 taken, so a reader fed megabytes at once spends its time moving them (0.48 s for 100k replies
 fed 1 MB at a time)."""
-EVENT_READ = ("yes", "no", "guests", "event_name")
+
+
+@dataclass(frozen=True)
+class EntityHash:
+    """A hash per entity: the increment rows of one ``kind`` (``item`` the entity's id).
+
+    Each row's three sums (``n``, ``n2``, ``n3``) are added to the hash fields ``fields`` of
+    ``<prefix><item>`` (``HINCRBY``, when not zero), its label set as the field ``label`` (``HSET``,
+    when given), and the hash expires ``ttl`` seconds after its last write.
+    """
+
+    kind: str
+    prefix: str
+    ttl: int
+    fields: tuple[str, str, str]
+    label: str
+
+    @property
+    def read_fields(self) -> tuple[str, ...]:
+        """The fields :func:`entity_reads` reads, in order: the sums' fields, then the label's."""
+        return (*self.fields, self.label)
 
 
 def pack(*args: str | int | bytes) -> bytes:
@@ -46,26 +67,26 @@ def _bulks(values: pa.Array) -> pa.Array:
     return pc.binary_join_element_wise("$", size, "\r\n", text, "\r\n", "")
 
 
-class EventWrites:
-    """The writes of events as RESP bytes (:attr:`wire`) and how many commands they hold.
+class EntityWrites:
+    """The writes of entities' hashes as RESP bytes (:attr:`wire`) and how many commands they hold.
 
-    ``events`` is a table of increment rows of kind ``event`` (``item`` the event id; ``n``,
-    ``no``, ``guests`` the counts; ``label`` the name or null): ``HINCRBY`` of each non-zero
-    counter, ``HSET event_name`` when a name is given, ``EXPIRE`` of the hash ``<prefix><id>``.
-    Formatted column-wise in Arrow: a few passes in C++, none per event in Python.
+    ``events`` is a table of increment rows of the entity's kind (:class:`EntityHash`):
+    ``HINCRBY`` of each non-zero sum, ``HSET`` of the label when given, ``EXPIRE`` of the hash.
+    Formatted column-wise in Arrow: a few passes in C++, none per entity in Python.
     """
 
-    def __init__(self, events: pa.Table, prefix: str, ttl: int) -> None:
-        self.events, self.prefix = events, prefix
+    def __init__(self, events: pa.Table, entity: EntityHash | None) -> None:
+        self.events, self.entity = events, entity
         self.wire, self.commands = b"", 0
-        if not events.num_rows:
+        if entity is None or not events.num_rows:
             return
+        prefix, ttl = entity.prefix, entity.ttl
         key = _bulks(pc.binary_join_element_wise(prefix, _plain(events["item"]), ""))
         parts, counts = [], pa.array(np.ones(events.num_rows, dtype=np.int64))
-        for name, column in zip(EVENT_FIELDS, ("n", "no", "guests"), strict=True):
+        for name, column in zip(entity.fields, SUMS, strict=True):
             values = pc.fill_null(_plain(events[column]), 0)
             given = pc.not_equal(values, 0)
-            if not pc.any(given).as_py():  # e.g. no guests in the whole chunk: no pass over it
+            if not pc.any(given).as_py():  # e.g. a sum that is zero in the whole chunk: no pass over it
                 continue
             command = pc.binary_join_element_wise(
                 "*4\r\n$7\r\nHINCRBY\r\n", key, _bulk(name.encode()).decode(), _bulks(values), "")
@@ -73,7 +94,7 @@ class EventWrites:
             counts = pc.add(counts, pc.cast(given, pa.int64()))
         names = _plain(events["label"])
         named = pc.is_valid(names)
-        hset = pc.binary_join_element_wise("*4\r\n$4\r\nHSET\r\n", key, "$10\r\nevent_name\r\n",
+        hset = pc.binary_join_element_wise("*4\r\n$4\r\nHSET\r\n", key, _bulk(entity.label.encode()).decode(),
                                            _bulks(names), "")
         parts.append(pc.if_else(named, hset, ""))
         counts = pc.add(counts, pc.cast(named, pa.int64()))
@@ -85,9 +106,10 @@ class EventWrites:
     def names(self) -> list[str]:
         """``"<command> <key>"`` of each command, in their order."""
         names: list[str] = []
+        prefix = self.entity.prefix if self.entity is not None else ""
         for row in self.events.to_pylist():
-            key = self.prefix + row["item"]
-            names += [f"HINCRBY {key}" for column in ("n", "no", "guests") if row[column]]
+            key = prefix + row["item"]
+            names += [f"HINCRBY {key}" for column in SUMS if row[column]]
             names += [f"HSET {key}"] * (row["label"] is not None) + [f"EXPIRE {key}"]
         return names
 
@@ -97,13 +119,14 @@ def _plain(column: pa.ChunkedArray | pa.Array) -> pa.Array:
     return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
 
 
-def event_reads(event_ids: pa.Array, prefix: str) -> bytes:
-    """``HMGET <prefix><id> yes no guests event_name`` of each event, as RESP."""
-    if not len(event_ids):
+def entity_reads(ids: pa.Array, entity: EntityHash | None) -> bytes:
+    """``HMGET <prefix><id> <fields> <label>`` of each entity, as RESP."""
+    if entity is None or not len(ids):
         return b""
-    key = _bulks(pc.binary_join_element_wise(prefix, event_ids, ""))
-    fields = "".join(_bulk(name.encode()).decode() for name in EVENT_READ)
-    rows = pc.binary_join_element_wise("*6\r\n$5\r\nHMGET\r\n", key, fields, "")
+    key = _bulks(pc.binary_join_element_wise(entity.prefix, ids, ""))
+    fields = "".join(_bulk(name.encode()).decode() for name in entity.read_fields)
+    head = f"*{2 + len(entity.read_fields)}\r\n$5\r\nHMGET\r\n"
+    rows = pc.binary_join_element_wise(head, key, fields, "")
     return _values(rows)
 
 

@@ -1,4 +1,7 @@
-"""Read the live summaries from Redis (``kappa summaries ...``; key scheme in docs/streaming.md)."""
+"""What every ``kappa stream`` pipeline keeps in Redis besides its views: query states, metrics, the fence.
+
+A pipeline's own views are read by its ``summaries:`` file (``kappa summaries VIEW``, :func:`read`).
+"""
 
 from __future__ import annotations
 
@@ -7,75 +10,21 @@ from typing import Any
 from jobs.common.config import KappaConfig
 from jobs.common.errors import KappaError
 from jobs.streaming.redis_sink import Keys, connect
-from jobs.streaming.summary_reads import HLL_ERROR
-
-
-def _latest_windows(client: Any, keys: Keys, name: str, count: int) -> list[int]:
-    starts = client.zrevrange(keys(name, "windows"), 0, count * 4 - 1)
-    alive = [int(s) for s in starts if client.exists(keys(name, s))]
-    return alive[:count]
 
 
 def _client(cfg: KappaConfig) -> Any:
     return connect(cfg)
 
 
-def top_topics(cfg: KappaConfig, n: int | None = None) -> list[dict[str, Any]]:
-    """All-time top-N topics: ``[{"item", "count", "error"}]`` (exact: error 0)."""
-    keys, client = Keys(cfg.streaming.redis_prefix), _client(cfg)
-    try:
-        pairs = client.zrevrange(keys("topics", "all"), 0, (n or cfg.streaming.top_n) - 1, withscores=True)
-        return [{"item": item, "count": int(score), "error": 0} for item, score in pairs]
-    finally:
-        client.close()
+def latest_windows(client: Any, keys: Keys, name: str, count: int) -> list[int]:
+    """The starts of the latest ``count`` windows of the view ``name`` still in Redis, newest first.
 
-
-def trending(cfg: KappaConfig, windows: int = 1, n: int | None = None) -> list[dict[str, Any]]:
-    """Top-N topics of the latest sliding windows, newest first."""
-    keys, client = Keys(cfg.streaming.redis_prefix), _client(cfg)
-    size = cfg.streaming.trending_window_s * 1000
-    try:
-        out = []
-        for start in _latest_windows(client, keys, "trending", windows):
-            pairs = client.zrevrange(keys("trending", start), 0, (n or cfg.streaming.top_n) - 1,
-                                     withscores=True)
-            out.append({"window_start_ms": start, "window_end_ms": start + size,
-                        "items": [{"item": i, "count": int(c), "error": 0} for i, c in pairs]})
-        return out
-    finally:
-        client.close()
-
-
-def cities(cfg: KappaConfig, windows: int = 1, n: int | None = None) -> list[dict[str, Any]]:
-    """RSVPs per city in the latest tumbling windows, newest first, cities by count."""
-    keys, client = Keys(cfg.streaming.redis_prefix), _client(cfg)
-    size = cfg.streaming.city_window_s * 1000
-    try:
-        out = []
-        for start in _latest_windows(client, keys, "cities", windows):
-            counts = {city: int(c) for city, c in client.hgetall(keys("cities", start)).items()}
-            ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[: n or None]
-            members = client.pfcount(keys("members", start))
-            out.append({"window_start_ms": start, "window_end_ms": start + size,
-                        "cities": [{"city": c, "count": k} for c, k in ranked],
-                        "total": sum(counts.values()), "approx_distinct_members": members,
-                        "members_error": HLL_ERROR})
-        return out
-    finally:
-        client.close()
-
-
-def event(cfg: KappaConfig, event_id: str) -> dict[str, Any] | None:
-    """Yes/no responses and guests of one event (None when unknown or expired)."""
-    keys, client = Keys(cfg.streaming.redis_prefix), _client(cfg)
-    try:
-        values = client.hgetall(keys("event", event_id))
-        if not values:
-            return None
-        return {"event_id": event_id, "event_name": values.get("event_name"),
-                **{name: int(values.get(name, 0)) for name in ("yes", "no", "guests")}}
-    finally:
-        client.close()
+    Read from the view's index of windows, ``<name>:windows``
+    (:func:`~jobs.streaming.redis_sink.index_windows`).
+    """
+    starts = client.zrevrange(keys(name, "windows"), 0, count * 4 - 1)
+    alive = [int(s) for s in starts if client.exists(keys(name, s))]
+    return alive[:count]
 
 
 def query_states(cfg: KappaConfig) -> dict[str, dict[str, Any]]:

@@ -30,7 +30,7 @@ from jobs.common.kafka.offsets import OffsetRange
 from jobs.common.kafka.options import parse_source_options
 from jobs.common.kafka.sink import TaskProducer
 from jobs.common.memory import gc_paused, release_memory
-from jobs.streaming.aggregates import INCREMENT_SCHEMA, MEMBERS_ADDED, increment_arrow_schema
+from jobs.streaming.aggregates import INCREMENT_SCHEMA, MEMBERS_ADDED, increment_arrow_schema, increment_row
 from jobs.streaming.codec import Counter, RecordCodec
 from jobs.streaming.dead_letters import dead_letter_headers, dead_letter_value
 from jobs.streaming.stream_time import StreamCursors, later
@@ -149,8 +149,7 @@ class PhaseClock:
     def row(self) -> dict[str, Any]:
         """The task's :data:`TASK_KIND` row: its phases and the whole task (``task``)."""
         label = self.laps | {"task": int((self.last - self.began) * 1000)}
-        return {"kind": TASK_KIND, "window_start": 0, "item": "", "n": 0, "no": 0, "guests": 0,
-                "label": json.dumps(label)}
+        return increment_row(TASK_KIND, 0, "", 0, label=json.dumps(label))
 
 
 def _add_members(plan: TaskPlan, increments: Counter) -> list[dict[str, Any]]:
@@ -165,14 +164,14 @@ def _add_members(plan: TaskPlan, increments: Counter) -> list[dict[str, Any]]:
     assert plan.redis is not None
     members = increments.take_members()
     if members:
-        write_members(task_client(plan.redis), Keys(plan.redis_prefix), members, fenced=plan.fenced)
+        write_members(task_client(plan.redis), Keys(plan.redis_prefix), members, plan.codec.distinct,
+                      fenced=plan.fenced)
     return members_added(members)
 
 
 def members_added(members: Mapping[int, list[str]]) -> list[dict[str, Any]]:
     """The increment rows that tell the driver which distinct-count windows a task added to (its index)."""
-    return [{"kind": MEMBERS_ADDED, "window_start": start, "item": "", "n": len(ids), "no": 0,
-             "guests": 0, "label": None} for start, ids in members.items() if start >= 0]
+    return [increment_row(MEMBERS_ADDED, start, "", len(ids)) for start, ids in members.items() if start >= 0]
 
 
 def task_records(batches: Iterator[pa.RecordBatch], source: Mapping[str, str] | None
@@ -305,5 +304,4 @@ def _stats_row(key: tuple[str, int, bool], st: list[Any]) -> dict[str, Any]:
     label = {"topic": topic, "partition": partition, "applicable": applicable,
              **dict(zip(STAT_COUNTS, st[:4], strict=True)),
              "min_offset": st[4], "max_offset": st[5], "max_event_ms": st[6], "stream_ms": st[7]}
-    return {"kind": STATS_KIND, "window_start": 0, "item": f"{topic}/{partition}/{applicable}",
-            "n": st[0], "no": 0, "guests": 0, "label": json.dumps(label)}
+    return increment_row(STATS_KIND, 0, f"{topic}/{partition}/{applicable}", st[0], label=json.dumps(label))

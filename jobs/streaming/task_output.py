@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.streaming.aggregates import INCREMENT_COLUMNS, increments_table
+from jobs.streaming.aggregates import INCREMENT_COLUMNS, SUMS, increments_table
 from jobs.streaming.task import STAT_COUNTS, STATS_KIND, TASK_KIND
 
 
@@ -29,7 +29,7 @@ def split_output(table: pa.Table) -> tuple[list[dict[str, Any]], pa.Table]:
     is_counted = pc.and_(pc.invert(is_stats), pc.not_equal(table["kind"], TASK_KIND))
     summed = (table.filter(is_counted)
               .group_by(["kind", "window_start", "item"], use_threads=False)
-              .aggregate([("n", "sum"), ("no", "sum"), ("guests", "sum"), ("label", "max")])
+              .aggregate([*((name, "sum") for name in SUMS), ("label", "max")])
               .rename_columns(list(INCREMENT_COLUMNS)))
     return _sum_stats(table.filter(is_stats)["label"].to_pylist()), increments_table(summed)
 

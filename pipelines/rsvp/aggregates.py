@@ -17,7 +17,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from jobs.streaming.aggregates import INCREMENT_SCHEMA, increment_arrow_schema
+from jobs.streaming.aggregates import INCREMENT_SCHEMA, SUMS, increment_arrow_schema
 
 if TYPE_CHECKING:
     from jobs.common.config import KappaConfig
@@ -79,7 +79,6 @@ def summary_increments(windows: Windows) -> Transform:
     def transform(df: DataFrame) -> DataFrame:
         per_task = df.select(*INCREMENT_INPUT).mapInArrow(_count_batches(windows), INCREMENT_SCHEMA)
         return (per_task.groupBy("kind", "window_start", "item")
-                .agg(F.sum("n").alias("n"), F.sum("no").alias("no"), F.sum("guests").alias("guests"),
-                     F.max("label").alias("label")))
+                .agg(*(F.sum(name).alias(name) for name in SUMS), F.max("label").alias("label")))
 
     return transform

@@ -14,16 +14,19 @@ from typing import Any
 
 import msgspec
 
-from jobs.streaming.aggregates import (
+from jobs.streaming.aggregates import increment_row
+from jobs.streaming.codec import RecordCodec
+from pipelines.rsvp.aggregates import Windows, windows_from
+from pipelines.rsvp.redis_views import (
     CITY,
     EVENT,
     MEMBER,
     MEMBER_ALL,
+    MEMBERS,
     TOPIC,
     TOPIC_MINUTE,
+    RsvpViews,
 )
-from jobs.streaming.codec import RecordCodec
-from pipelines.rsvp.aggregates import Windows, windows_from
 from pipelines.rsvp.validate import coordinates, normalize_city, parse, rules_from
 
 ANALYZED_SCHEMA_VERSION = 1
@@ -91,7 +94,8 @@ class Increments:
 
     Windowed kinds (``city``, ``topic_minute``, ``member``) count on-time records only; all-time
     kinds (``topic``, ``member_all``, ``event``) every record. ``n`` is the count (``yes``
-    responses for ``event``); ``no`` and ``guests`` only for ``event``; ``label`` the event name
+    responses for ``event``); for ``event``, ``n2`` counts ``no`` responses and ``n3`` sums the
+    guests (:data:`~pipelines.rsvp.redis_views.EVENT_SUMS`); ``label`` the event name
     (the greatest seen). Trending windows are built in Redis from the per-slide ``topic_minute``
     buckets.
     """
@@ -147,23 +151,17 @@ class Increments:
         return members
 
     def rows(self) -> list[dict[str, Any]]:
-        """One dict per key: kind, window_start, item, n, no, guests, label."""
-        out = [_row(kind, start, item, n) for kind, counts in self.windowed.items()
+        """One dict per key: kind, window_start, item, n, n2, n3, label."""
+        out = [increment_row(kind, start, item, n) for kind, counts in self.windowed.items()
                for (start, item), n in counts.items()]
-        out += [_row(kind, 0, item, n) for kind, counts in self.all_time.items()
+        out += [increment_row(kind, 0, item, n) for kind, counts in self.all_time.items()
                 for item, n in counts.items()]
-        out += [_row(EVENT, 0, item, yes, no, guests, label)
+        out += [increment_row(EVENT, 0, item, yes, no, guests, label)
                 for item, (yes, no, guests, label) in self.events.items()]
         return out
 
 
-def _row(kind: str, start: int, item: str, n: int, no: int = 0, guests: int = 0,  # noqa: PLR0917
-         label: str | None = None) -> dict[str, Any]:
-    return {"kind": kind, "window_start": start, "item": item, "n": n, "no": no, "guests": guests,
-            "label": label}
-
-
 RECORDS = RecordCodec(parse=parse, event_ms=attrgetter("mtime"), analyzed=analyzed,
                       analyzed_value=analyzed_value, analyzed_key="event_id", counter=Increments,
-                      rules=rules_from, windows=windows_from)
+                      rules=rules_from, windows=windows_from, views=RsvpViews, distinct=MEMBERS)
 """What the streaming job calls per RSVP (registered in pipelines/rsvp/pipeline.py)."""

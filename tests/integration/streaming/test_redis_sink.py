@@ -17,7 +17,7 @@ RAW0, RAW1 = ("rsvps.raw", 0), ("rsvps.raw", 1)
 
 def inc(kind: str, start: int, item: str, n: int = 1, no: int = 0, guests: int = 0,
         label: str | None = None) -> dict[str, object]:
-    return {"kind": kind, "window_start": start, "item": item, "n": n, "no": no, "guests": guests,
+    return {"kind": kind, "window_start": start, "item": item, "n": n, "n2": no, "n3": guests,
             "label": label}
 
 

@@ -100,8 +100,8 @@ def test_increments_merge_across_tasks() -> None:
 
 def test_task_timing_rows_are_reported_and_never_counted() -> None:
     """The tasks' ``_task`` rows: left out of the increments, their phases' largest ms reported."""
-    city = {"kind": "city", "window_start": T0, "item": "Madrid", "n": 2, "no": 0, "guests": 0, "label": None}
-    timing = {"kind": "_task", "window_start": 0, "item": "", "n": 0, "no": 0, "guests": 0}
+    city = {"kind": "city", "window_start": T0, "item": "Madrid", "n": 2, "n2": 0, "n3": 0, "label": None}
+    timing = {"kind": "_task", "window_start": 0, "item": "", "n": 0, "n2": 0, "n3": 0}
     table = pa.Table.from_pylist([
         city, city,
         timing | {"label": '{"read": 40, "process": 900, "flush": 30, "task": 1000}'},
@@ -159,11 +159,11 @@ def test_windows_refuse_a_slide_that_does_not_divide() -> None:
 def test_increments_table_takes_dicts_and_tables_of_other_string_types() -> None:
     """The Redis apply's input: rows as dicts, or a table whose strings are large_string and whose
     columns come in another order (as a Spark collect can give them), both to one schema."""
-    row = {"kind": "event", "window_start": 0, "item": "e1", "n": 2, "no": 1, "guests": 3, "label": "Mixer"}
+    row = {"kind": "event", "window_start": 0, "item": "e1", "n": 2, "n2": 1, "n3": 3, "label": "Mixer"}
     large = pa.large_string()
     wide = pa.table({"label": pa.array(["Mixer"], large), "kind": pa.array(["event"], large),
-                     "window_start": [0], "item": pa.array(["e1"], large), "n": [2], "no": [1],
-                     "guests": [3]})
+                     "window_start": [0], "item": pa.array(["e1"], large), "n": [2], "n2": [1],
+                     "n3": [3]})
     for given in ([row], wide):
         table = increments_table(given)
         assert table.schema == increment_arrow_schema()

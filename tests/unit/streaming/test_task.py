@@ -59,7 +59,7 @@ def _run(rows: list[dict[str, Any]], fence: dict[tuple[str, int], int],
             stats[(label["partition"], label["applicable"])] = {
                 name: label[name] for name in ("input_rows", "valid_rows", "dlq_rows", "late_rows",
                                                "min_offset", "max_offset", "max_event_ms", "stream_ms")}
-    events = {row["item"]: (row["n"], row["no"], row["guests"]) for row in out if row["kind"] == "event"}
+    events = {row["item"]: (row["n"], row["n2"], row["n3"]) for row in out if row["kind"] == "event"}
     return stats, events
 
 

@@ -1,4 +1,4 @@
-"""The reads of what a Redis apply changed, as summary records (jobs/streaming/redis_sink.py)."""
+"""The reads of what an RSVP apply changed, as summary records (pipelines/rsvp/redis_views.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 from jobs.streaming.redis_script import Reads
 
 if TYPE_CHECKING:
-    from jobs.streaming.redis_sink import Applied, Keys
+    from jobs.streaming.redis_sink import Keys
+    from pipelines.rsvp.redis_views import Applied
 
 HLL_ERROR = 0.0081
 
@@ -16,8 +17,8 @@ HLL_ERROR = 0.0081
 class SummaryReads:
     """The reads of what an apply changed, and their replies as summary records (the summaries topic).
 
-    The same reads go in the apply's last transaction (:meth:`RedisSummarySink.apply_and_read`)
-    or, publishing a recovered batch again, alone (:meth:`RedisSummarySink.read_back`): both
+    The same reads go in the apply's last transaction (``RedisSummarySink.apply_and_read``)
+    or, publishing a recovered batch again, alone (``RedisSummarySink.read_back``): both
     answer them in RESP2's shapes (lists of strings, None for a missing field).
     """
 
@@ -34,7 +35,7 @@ class SummaryReads:
             *(["ZREVRANGE", keys("trending", start), "0", top, "WITHSCORES"] for start in self.trending),
             *(["PFCOUNT", keys("members", start)] for start in self.members),
             *([["ZREVRANGE", keys("topics", "all"), "0", top, "WITHSCORES"]] if self.topics else [])],
-            self.events, keys("event", ""))
+            self.events, applied.entity)
 
     def records(self, replies: Sequence[Any]) -> list[dict[str, Any]]:
         """The summary records of the replies to :attr:`commands`."""
