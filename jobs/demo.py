@@ -87,8 +87,8 @@ def _collect(cfg: KappaConfig, say: Callable[[str], None]) -> dict[str, int]:
 def _stream(cfg: KappaConfig, say: Callable[[str], None], before: dict[int, int],
             after: dict[int, int]):
     """Replay this run's range through the streaming job; print the summaries from Redis."""
-    from pipelines.rsvp import summaries
     from jobs.streaming.job import RunSpec, run_stream
+    from pipelines.rsvp import summaries
 
     topic = cfg.collector.topic
     start: dict[int | str, int] = {p: before.get(p, -2) for p in after}

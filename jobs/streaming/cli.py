@@ -56,8 +56,8 @@ def parse_bound(text: str | None, flag: str) -> Any:
         try:
             data = json.loads(value)
         except ValueError as exc:
-            raise ConfigError(f"{flag} {value!r} is not valid JSON ({exc}); give "
-                              '{"rsvps.raw": {"0": 100}}') from None
+            raise ConfigError(f"{flag} {value!r} is not valid JSON ({exc}); give an object of "
+                              'topic -> partition -> offset, e.g. {"<topic>": {"0": 100}}') from None
         if not isinstance(data, dict):
             raise ConfigError(f"{flag} must be an object of topic -> partition -> offset")
         return data

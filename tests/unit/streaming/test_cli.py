@@ -29,7 +29,8 @@ def test_a_timestamp_with_an_offset_is_the_same_instant() -> None:
 
 @pytest.mark.parametrize(("text", "message"), [
     ('{"rsvps.raw": ', r"--from '\{\"rsvps.raw\":' is not valid JSON \(Expecting value.*\); "
-                       r"give \{\"rsvps.raw\": \{\"0\": 100\}\}"),
+                       r"give an object of topic -> partition -> offset, "
+                       r"e\.g\. \{\"<topic>\": \{\"0\": 100\}\}"),
     ("2026-01-01T00:00:00", r"--from '2026-01-01T00:00:00' has no time zone; add Z or \+00:00"),
     ("yesterday", r"--from 'yesterday': expected earliest, latest, offsets JSON, an ISO timestamp"),
     ("-5", r"--from '-5': expected earliest, latest"),
