@@ -8,6 +8,8 @@ from typing import Annotated
 import typer
 
 from jobs.common.config import load_config
+from jobs.common.errors import ConfigError
+from jobs.pipelines.cli import PIPELINE_OPTION, engine_pipeline
 
 load_app = typer.Typer(invoke_without_command=True, help=(
     "Load Kafka topics into Delta tables exactly once (offsets committed with the data)."))
@@ -38,6 +40,7 @@ def _names(tables: str | None) -> list[str] | None:
 @load_app.callback()
 def load(
     ctx: typer.Context,
+    *,
     tables: Annotated[str | None, TABLES_OPTION] = None,
     until: Annotated[str | None, typer.Option(
         "--until", help='latest (default), offsets JSON {"events.raw": {"0": 100}}, or a timestamp '
@@ -46,9 +49,22 @@ def load(
         "--policy", help="TABLE=fail|quarantine: the table's quality policy for this run (repeatable), "
                          "e.g. --policy silver.events=quarantine")] = None,
     as_json: Annotated[bool, JSON_OPTION] = False,
+    pipeline: Annotated[str | None, PIPELINE_OPTION] = None,
 ) -> None:
-    """Load each table from its recorded offsets up to --until; one Delta commit per table."""
+    """Load each table from its recorded offsets up to --until; one Delta commit per table.
+
+    A pipeline on the engine loads as `kappa pipelines load NAME` does (up to the latest offsets).
+    """
     if ctx.invoked_subcommand is not None:
+        return
+    on_engine = engine_pipeline(pipeline)
+    if on_engine is not None:
+        from jobs.pipelines import cli_lake
+
+        if until is not None or policy:
+            raise ConfigError(f"pipeline {on_engine} runs on the engine: its tables load up to the latest "
+                              "offsets with their declared policies (leave out --until and --policy)")
+        cli_lake.load(on_engine, tables=tables, as_json=as_json)
         return
     from jobs.common.spark_attach import run_load
     from jobs.loader.offsets import parse_until

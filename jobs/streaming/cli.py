@@ -249,17 +249,32 @@ def job_name(version: int) -> str:
 
 def summaries(view: Annotated[str | None, typer.Argument(help="The view (none: list the views).")] = None,
               key: Annotated[str | None, typer.Argument(help="The key, for a view of one entity.")] = None,
+              *,
               windows: Annotated[int, typer.Option("--windows", help="How many latest windows.")] = 1,
               n: Annotated[int | None, typer.Option("-n", help="How many items (default: the view's).")
                            ] = None,
-              as_json: Annotated[bool, JSON_OPTION] = False) -> None:
-    """Read a live view of the kappa-stream pipeline from Redis (its current view version).
+              as_json: Annotated[bool, JSON_OPTION] = False,
+              pipeline: Annotated[str | None, PIPELINE_OPTION] = None) -> None:
+    """Read a live view of a pipeline from Redis (its current view version).
 
-    The views are the pipeline's (its ``summaries:`` file): `kappa summaries` lists them.
+    The views of a kappa-stream pipeline are its ``summaries:`` file's: `kappa summaries` lists
+    them. A pipeline on the engine is read as `kappa pipelines view NAME VIEW --key KEY` reads it.
     """
     from jobs.pipelines.cli import pipeline_hook
 
-    spec, read = pipeline_hook(None, "summaries")
+    on_engine = engine_pipeline(pipeline)
+    if on_engine is not None:
+        from jobs.pipelines import cli_run
+        from jobs.pipelines.cli import pipeline_spec
+
+        if view is None:
+            views = pipeline_spec(on_engine).views
+            _print(sorted(views), as_json,
+                   lambda: [f"{name:<20} {decl.kind}" for name, decl in views.items()])
+            return
+        cli_run.view(on_engine, view_name=view, key=key, window=None, prefix=None, version=None)
+        return
+    spec, read = pipeline_hook(pipeline, "summaries")
     if read is None:
         raise ConfigError(f"pipeline {spec.name} names no `summaries:` file in its pipeline.yaml; read "
                           f"its views with `kappa pipelines view {spec.name} VIEW`")
