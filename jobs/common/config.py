@@ -112,9 +112,9 @@ def load_config(
 def _stream_pipeline_layer(name: str, environ: Mapping[str, str]) -> dict[str, Any]:
     """What pipeline ``name``'s ``pipeline.yaml`` gives the config when ``kappa stream`` runs it.
 
-    A pipeline with ``streaming.job: kappa-stream`` declares its topics, query and topic-fed tables
-    once; they are the defaults of ``streaming`` (query and topics), ``collector`` (the topic it
-    writes and its dead letters) and ``loader.tables``, under ``base.yaml``, the environment's
+    A pipeline with ``streaming.job: kappa-stream`` declares its topics, query, params and topic-fed
+    tables once; they are the defaults of ``streaming`` (query, topics, ``params``), ``collector``
+    (the topic it writes and its dead letters) and ``loader.tables``, under ``base.yaml``, the environment's
     file, the variables and the overrides (the default pipeline: ``pipelines.default``). Another
     pipeline, none, or an unreadable ``pipeline.yaml`` gives nothing (``kappa pipelines validate``
     names the problem).
@@ -130,6 +130,8 @@ def _stream_pipeline_layer(name: str, environ: Mapping[str, str]) -> dict[str, A
         source, outputs = spec["source"]["topic"], spec["outputs"]
         streaming = {"source_topic": source, "analyzed_topic": outputs["analyzed"]["topic"],
                      "summaries_topic": outputs["summaries"]["topic"], "dlq_topic": outputs["dlq"]["topic"]}
+        if isinstance(spec.get("params"), dict):
+            streaming["params"] = spec["params"]
         if spec["streaming"].get("query_name"):
             streaming["query_name"] = spec["streaming"]["query_name"]
         tables = {table: {key: value for key, value in entry.items() if key in ("topic", "quality_policy")}

@@ -264,14 +264,11 @@ class StreamingConfig(Section):
     watermark_s: int = Field(default=60, ge=0)
     future_skew_s: int = Field(default=300, ge=0)
     min_event_ms: int = 946_684_800_000  # 2000-01-01T00:00:00Z: older event times are absurd
-    city_window_s: int = Field(default=60, ge=1)
-    trending_window_s: int = Field(default=600, ge=1)
-    trending_slide_s: int = Field(default=60, ge=1)
-    members_window_s: int = Field(default=60, ge=1)
+    params: dict[str, Any] = Field(default_factory=dict)
+    """The pipeline's own settings (window sizes, TTLs, ...): its ``pipeline.yaml`` ``params:``."""
     top_n: int = Field(default=10, ge=1)
     redis_prefix: str = "kappa"
     window_ttl_s: int = Field(default=172_800, ge=60)
-    event_ttl_s: int = Field(default=604_800, ge=60)
     fail_on_data_loss: bool = True
     lease_ttl_s: float = Field(default=30.0, gt=0)  # one driver per query: its Redis lease lasts ...
     lease_renew_s: float = Field(default=10.0, gt=0)  # ... renewed this often (and at every batch)

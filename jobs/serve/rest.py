@@ -149,7 +149,7 @@ async def trending(request: Request, limit: Limit = 10, window_start_ms: WindowS
     start = starts[0]
     key = f"{service.prefix}:trending:{start}"
     pairs = await service.redis.zrevrange(key, 0, limit - 1, withscores=True)
-    length_ms = service.cfg.streaming.trending_window_s * 1000
+    length_ms = int(service.cfg.streaming.params["trending_window_s"]) * 1000
     return Trending(window_start_ms=start, window_end_ms=start + length_ms, items=_items(pairs))
 
 
@@ -165,7 +165,7 @@ async def cities(request: Request, windows: Windows = None, window_start_ms: Win
             pipe.hgetall(f"{service.prefix}:cities:{start}")
         hashes: list[dict[str, Any]] = await pipe.execute() if starts else []
     wanted = {" ".join(c.split()).casefold() for c in city or []}
-    length_ms = service.cfg.streaming.city_window_s * 1000
+    length_ms = int(service.cfg.streaming.params["city_window_s"]) * 1000
     out = []
     for start, counts in zip(starts, hashes, strict=True):
         rows = sorted(((name, int(value)) for name, value in counts.items()), key=lambda r: (-r[1], r[0]))
@@ -188,7 +188,7 @@ async def members(request: Request, windows: Windows = None,
             pipe.pfcount(f"{service.prefix}:members:{start}")
         pipe.pfcount(f"{service.prefix}:members:all")
         counts = await pipe.execute()
-    length_ms = service.cfg.streaming.members_window_s * 1000
+    length_ms = int(service.cfg.streaming.params["members_window_s"]) * 1000
     return Members(windows=[MembersWindow(window_start_ms=s, window_end_ms=s + length_ms, approx_distinct=c)
                             for s, c in zip(starts, counts[:-1], strict=True)],
                    all_time_approx_distinct=counts[-1])
@@ -202,7 +202,7 @@ async def event(request: Request, event_id: Annotated[str, Path(max_length=200)]
     fields = await service.redis.hgetall(f"{service.prefix}:event:{event_id}")
     if not fields:
         raise HTTPException(404, f"no responses for event {event_id!r} (unknown, or expired after "
-                                 f"streaming.event_ttl_s)")
+                                 f"streaming.params.event_ttl_s)")
     return EventResponses(event_id=event_id, event_name=fields.get("event_name"),
                           yes=int(fields.get("yes", 0)), no=int(fields.get("no", 0)),
                           guests=int(fields.get("guests", 0)))

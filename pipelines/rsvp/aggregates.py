@@ -17,6 +17,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from jobs.common.errors import ConfigError
 from jobs.streaming.aggregates import INCREMENT_SCHEMA, SUMS, increment_arrow_schema
 
 if TYPE_CHECKING:
@@ -47,11 +48,30 @@ class Windows:
         return {"city": self.city_ms, "trending": self.trending_ms, "members": self.members_ms}
 
 
+PARAMS = ("city_window_s", "trending_window_s", "trending_slide_s", "members_window_s", "event_ttl_s")
+"""The pipeline's ``params`` (pipeline.yaml; config ``streaming.params.<name>``): seconds, at least 1."""
+
+
+def param(cfg: KappaConfig, name: str) -> int:
+    """One of :data:`PARAMS` from the config (``streaming.params``, whose defaults are pipeline.yaml's)."""
+    value = cfg.streaming.params.get(name)
+    try:
+        seconds = int(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        seconds = 0
+    if seconds < 1 or str(seconds) != str(value).strip():
+        raise ConfigError(f"streaming.params.{name} is {value!r}; the RSVP pipeline needs a whole number of "
+                          "seconds, at least 1 (pipelines/rsvp/pipeline.yaml `params:`)")
+    return seconds
+
+
 def windows_from(cfg: KappaConfig) -> Windows:
     """The window sizes of the config."""
-    s = cfg.streaming
-    return Windows(city_ms=s.city_window_s * 1000, trending_ms=s.trending_window_s * 1000,
-                   trending_slide_ms=s.trending_slide_s * 1000, members_ms=s.members_window_s * 1000)
+    def ms(name: str) -> int:
+        return param(cfg, name) * 1000
+
+    return Windows(city_ms=ms("city_window_s"), trending_ms=ms("trending_window_s"),
+                   trending_slide_ms=ms("trending_slide_s"), members_ms=ms("members_window_s"))
 
 
 def _count_batches(windows: Windows) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:

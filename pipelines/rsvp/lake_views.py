@@ -60,20 +60,21 @@ def lake_views(spark: SparkSession, cfg: KappaConfig, report: ReconcileReport,
 
 def _windowed(rows: DataFrame, cfg: KappaConfig) -> Views:
     from pipelines.rsvp import views
+    from pipelines.rsvp.aggregates import windows_from
 
-    s = cfg.streaming
-    slide_ms = s.trending_slide_s * 1000
+    w = windows_from(cfg)
+    slide_ms = w.trending_slide_ms
     minutes = views.topic_minutes(rows, slide_ms).cache()
     try:
         return {
             "city_window": {f"city_window/{r.window_start_ms}/{r.city}": r["count"] for r in
-                            views.city_windows(rows, s.city_window_s * 1000).collect()},
+                            views.city_windows(rows, w.city_ms).collect()},
             "members_window": {f"members_window/{r.window_start_ms}": r.members for r in
-                               views.member_windows(rows, s.members_window_s * 1000).collect()},
+                               views.member_windows(rows, w.members_ms).collect()},
             "topic_minute": {f"topic_minute/{r.window_start_ms}/{r.topic}": r["count"]
                              for r in minutes.collect()},
             "trending": {f"trending/{r.window_start_ms}/{r.topic}": r["count"] for r in
-                         views.trending_windows(minutes, s.trending_window_s * 1000, slide_ms).collect()},
+                         views.trending_windows(minutes, w.trending_ms, slide_ms).collect()},
         }
     finally:
         minutes.unpersist()

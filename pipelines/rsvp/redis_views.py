@@ -21,6 +21,7 @@ from jobs.streaming.members import add_members
 from jobs.streaming.redis_script import ApplyOps, Reads
 from jobs.streaming.redis_sink import Keys, index_windows
 from jobs.streaming.resp import EntityHash
+from pipelines.rsvp.aggregates import param, windows_from
 from pipelines.rsvp.summary_reads import SummaryReads
 
 if TYPE_CHECKING:
@@ -64,11 +65,12 @@ class RsvpViews:
     """The RSVP increments' writes (the codec's ``views``, :class:`jobs.streaming.codec.RedisViews`)."""
 
     def __init__(self, cfg: KappaConfig, keys: Keys) -> None:
-        s = cfg.streaming
-        self.keys, self.window_ttl = keys, s.window_ttl_s
-        self.slide_ms = s.trending_slide_s * 1000
-        self.trending_steps = s.trending_window_s // s.trending_slide_s
-        self.entity = EntityHash(EVENT, keys("event", ""), s.event_ttl_s, EVENT_SUMS, "event_name")
+        windows = windows_from(cfg)
+        self.keys, self.window_ttl = keys, cfg.streaming.window_ttl_s
+        self.slide_ms = windows.trending_slide_ms
+        self.trending_steps = windows.trending_ms // windows.trending_slide_ms
+        self.entity = EntityHash(EVENT, keys("event", ""), param(cfg, "event_ttl_s"), EVENT_SUMS,
+                                 "event_name")
 
     def write(self, ops: ApplyOps, increments: pa.Table, entities: pa.Array) -> Applied:
         """The writes of every row but the events' (those are ``op.events``, written by the apply)."""

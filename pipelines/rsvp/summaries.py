@@ -14,6 +14,7 @@ from jobs.common.config import KappaConfig
 from jobs.common.errors import KappaError
 from jobs.streaming.redis_sink import Keys, connect
 from jobs.streaming.summaries import latest_windows
+from pipelines.rsvp.aggregates import windows_from
 from pipelines.rsvp.summary_reads import HLL_ERROR
 
 
@@ -30,7 +31,7 @@ def top_topics(cfg: KappaConfig, n: int | None = None) -> list[dict[str, Any]]:
 def trending(cfg: KappaConfig, windows: int = 1, n: int | None = None) -> list[dict[str, Any]]:
     """Top-N topics of the latest sliding windows, newest first."""
     keys, client = Keys(cfg.streaming.redis_prefix), _client(cfg)
-    size = cfg.streaming.trending_window_s * 1000
+    size = windows_from(cfg).trending_ms
     try:
         out = []
         for start in latest_windows(client, keys, "trending", windows):
@@ -46,7 +47,7 @@ def trending(cfg: KappaConfig, windows: int = 1, n: int | None = None) -> list[d
 def cities(cfg: KappaConfig, windows: int = 1, n: int | None = None) -> list[dict[str, Any]]:
     """RSVPs per city in the latest tumbling windows, newest first, cities by count."""
     keys, client = Keys(cfg.streaming.redis_prefix), _client(cfg)
-    size = cfg.streaming.city_window_s * 1000
+    size = windows_from(cfg).city_ms
     try:
         out = []
         for start in latest_windows(client, keys, "cities", windows):
@@ -107,7 +108,8 @@ def _event(cfg: KappaConfig, key: str | None, windows: int, n: int | None) -> An
         raise KappaError("`kappa summaries event` needs the event id: kappa summaries event EVENT_ID")
     data = event(cfg, key)
     if data is None:
-        raise KappaError(f"no summary for event {key!r} (unknown, or expired after streaming.event_ttl_s)")
+        raise KappaError(f"no summary for event {key!r} (unknown, or expired after "
+                         "streaming.params.event_ttl_s)")
     return data, [f"{data['event_name']} ({key}): yes {data['yes']}, no {data['no']}, "
                   f"guests {data['guests']}"]
 

@@ -51,7 +51,7 @@ def test_a_checkpoint_of_another_query_is_refused_with_the_recovery_options(stre
     produce(stream_cfg, stream_cfg.streaming.source_topic, (s.line for s in generate(60, seed=3)))
     _run(stream_cfg, "q-shape")
     changed = stream_cfg.model_copy(update={"streaming": stream_cfg.streaming.model_copy(
-        update={"city_window_s": 300})})
+        update={"params": {**stream_cfg.streaming.params, "city_window_s": 300}})})
     with pytest.raises(CheckpointError) as failure:
         _run(changed, "q-shape")
     message = str(failure.value)

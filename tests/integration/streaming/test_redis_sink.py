@@ -99,8 +99,8 @@ def test_window_keys_have_ttls_and_all_time_keys_none(sink: RedisSummarySink) ->
     r, key, streaming = sink.client, sink.keys, sink.cfg.streaming
     for name in (key("cities", T0), key("topics", "minute", T0), key("trending", T0), key("members", T0)):
         assert 0 < r.ttl(name) <= streaming.window_ttl_s, name
-    assert 0 < r.ttl(key("event", "e1")) <= streaming.event_ttl_s
-    assert streaming.window_ttl_s != streaming.event_ttl_s
+    assert 0 < r.ttl(key("event", "e1")) <= streaming.params["event_ttl_s"]
+    assert streaming.window_ttl_s != streaming.params["event_ttl_s"]
     assert r.ttl(key("event", "e1")) > streaming.window_ttl_s
     for name in (key("topics", "all"), key("members", "all"), key("cities", "windows"),
                  key("trending", "windows"), key("members", "windows"), key.fence, key("totals")):
