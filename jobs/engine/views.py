@@ -213,7 +213,7 @@ def redis_ops(merged: Merged, views: Mapping[str, View], prefix: str) -> list[li
     """The Redis commands of a batch's merged counts, in an order that depends only on them.
 
     The order matters: a batch resumed after a crash between two of its fenced chunks must cut
-    the same commands into the same chunks (jobs/streaming/redis_script.py, ``chunk_writes``).
+    the same commands into the same chunks (jobs/streaming/apply_chunks.py, ``chunk_writes``).
     """
     ops: list[list[str]] = []
     expire: dict[str, int] = {}

@@ -25,6 +25,7 @@ import redis
 
 from jobs.common.errors import KappaError
 from jobs.streaming.aggregates import increment_arrow_schema
+from jobs.streaming.apply_chunks import Span, chunk_writes
 from jobs.streaming.fence_fields import STREAM_SUFFIX, Partition, field_partition
 from jobs.streaming.resp import EntityHash, EntityWrites, Transaction, Wire, entity_reads, pack
 
@@ -37,9 +38,6 @@ reader waits at most one chunk's time."""
 READ_CHUNK = 5_000
 """Reads made inside the last transaction at most (each a small HMGET / ZREVRANGE / PFCOUNT);
 more go as a pipeline after it, which Redis interleaves with other clients."""
-EVENT_ARGS = 11
-"""What one entity's writes count against :data:`APPLY_CHUNK_ARGS`: ``HINCRBY key field n``,
-``HSET key label name``, ``EXPIRE key ttl``."""
 MARK = ("apply_marker", "apply_chunk")
 
 
@@ -291,32 +289,3 @@ def meta_batch(marker: str) -> str:
 
 def _flat(mapping: Mapping[str, str]) -> list[str]:
     return [item for pair in mapping.items() for item in pair]
-
-
-Span = tuple[int, int]
-
-
-def chunk_writes(ops: list[list[str]], events: int, budget: int) -> list[tuple[Span, Span]]:
-    """A batch's writes cut into chunks of at most ``budget`` arguments.
-
-    Per chunk: the range of ``ops`` and the range of events (:attr:`ApplyOps.events`) it makes.
-
-    The generic ops come first, cut in order (an op is never cut; one larger than the budget is
-    a chunk of its own), then the events, :data:`EVENT_ARGS` each. The cut depends only on the
-    writes, so a batch resumed from its pending file after a crash has the same chunks as its
-    first attempt. A batch without writes still makes one (empty) chunk: it moves the fence.
-    """
-    chunks: list[tuple[Span, Span]] = []
-    start, size = 0, 0
-    for index, op in enumerate(ops):
-        if index > start and size + len(op) > budget:
-            chunks.append(((start, index), (0, 0)))
-            start, size = index, 0
-        size += len(op)
-    per_chunk = max(1, budget // EVENT_ARGS)
-    first = min(events, max(0, budget - size) // EVENT_ARGS) if start < len(ops) else 0
-    if start < len(ops) or not events:
-        chunks.append(((start, len(ops)), (0, first)))
-    for at in range(first, events, per_chunk):
-        chunks.append(((len(ops), len(ops)), (at, min(events, at + per_chunk))))
-    return chunks

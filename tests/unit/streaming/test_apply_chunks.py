@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobs.streaming.redis_script import EVENT_ARGS, chunk_writes
+from jobs.streaming.apply_chunks import EVENT_ARGS, chunk_writes
 
 
 def test_ops_are_cut_in_order_at_the_argument_budget_and_never_split() -> None:
