@@ -72,19 +72,19 @@ class Dimension:
     def values(self, obj: Mapping[str, Any]) -> frozenset[str]:
         """The case-folded values ``obj`` carries at any of the paths."""
         found: set[str] = set()
-        for path in self.paths:
-            _collect(obj, path, found)
-        return frozenset(found)
+        for first, *rest in self.paths:
+            _collect(obj.get(first), rest, found)
+        return frozenset(found) if found else NOTHING
 
 
-def _collect(value: Any, path: tuple[str, ...], found: set[str]) -> None:
-    if isinstance(value, list):
+def _collect(value: Any, path: list[str], found: set[str]) -> None:
+    if isinstance(value, str):
+        if not path and (folded := _fold(value)):
+            found.add(folded)
+    elif isinstance(value, list):
         for item in value:
             _collect(item, path, found)
-    elif not path:
-        if folded := _fold(value):
-            found.add(folded)
-    elif isinstance(value, dict):
+    elif path and isinstance(value, dict):
         _collect(value.get(path[0]), path[1:], found)
 
 
