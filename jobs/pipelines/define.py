@@ -28,6 +28,8 @@ A pipeline's code file makes one :class:`Definitions` and registers its function
     @pipeline.quality("silver.x")                 # cfg -> the table's Rules (jobs/loader/suites.py)
     def silver_suite(cfg): ...
 
+    pipeline.routes(router)                       # a FastAPI APIRouter: kappa serve mounts it at /api/v1
+
 The engine finds the object by its type, so the variable's name is free.
 """
 
@@ -44,6 +46,8 @@ from jobs.batch.jobs import Source
 from jobs.common.errors import KappaError
 
 if TYPE_CHECKING:
+    from fastapi import APIRouter
+
     from jobs.loader.suites import Rule
     from jobs.loader.tables import TableSpec
     from jobs.streaming.codec import RecordCodec
@@ -83,6 +87,8 @@ class Definitions:
     """The tables ``kappa load`` loads for the pipeline, by name (topics, policies: ``loader.tables``)."""
     quality_fns: dict[str, Callable[[Any], list[Rule]]] = field(default_factory=dict)
     """Each loaded table's quality suite, built from the run's config."""
+    routers: list[APIRouter] = field(default_factory=list)
+    """Endpoints of the pipeline's own that ``kappa serve`` mounts (:meth:`routes`)."""
 
     def parse(self, fn: Parse) -> Parse:
         """Register the record parser (decorator)."""
@@ -130,6 +136,16 @@ class Definitions:
             return fn
 
         return register
+
+    def routes(self, router: APIRouter) -> APIRouter:
+        """Register REST endpoints of the pipeline's own, read by its code (``kappa serve``).
+
+        The service that follows the pipeline (``pipelines.default``) mounts them under ``/api/v1``
+        with its auth, rate limit and error shape, answering 503 while the served view is being
+        rebuilt; an endpoint reaches the service's state through ``jobs.serve.rest.service``.
+        """
+        self.routers.append(router)
+        return router
 
     def lake_query(self, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Register a query of the lake that reconcile compares with a view (decorator factory)."""

@@ -18,6 +18,8 @@ from jobs.pipelines.views import View
 NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 RESERVED_VIEW_NAMES = ("fence", "state", "metrics", "run")
 """Redis key names under a pipeline's prefix that the engine writes itself."""
+RESERVED_FILTER_NAMES = ("stream", "streams", "type", "last_event_id", "access_token")
+"""Query parameters and filter message keys of ``kappa serve``'s own."""
 TABLE = re.compile(r"^(bronze|silver|gold|ops)\.[a-z][a-z0-9_]*$")
 
 
@@ -84,6 +86,35 @@ class Table(Section):
         return self
 
 
+class StreamFilter(Section):
+    """A dimension clients filter ``kappa serve``'s streams by: the record fields holding its values."""
+
+    plural: str
+    """Its key in a WebSocket filter message and in the filter a client is told (``colours``)."""
+    fields: list[str] = Field(min_length=1)
+    """Dotted paths into a record (``items.item``: the ``item`` of each element of ``items``)."""
+    description: str = ""
+
+
+class Serve(Section):
+    """What clients of ``kappa serve``'s streams may filter the pipeline's records by."""
+
+    filters: dict[str, StreamFilter] = Field(default_factory=dict)
+    """Query parameter (``colour``) -> the dimension it filters by."""
+
+    @field_validator("filters")
+    @classmethod
+    def _filter_names(cls, filters: dict[str, StreamFilter]) -> dict[str, StreamFilter]:
+        names = [*filters, *(flt.plural for flt in filters.values())]
+        bad = sorted({name for name in names if not NAME.match(name) or name in RESERVED_FILTER_NAMES})
+        if bad:
+            raise ValueError(f"filter name(s) {bad}: lower case letters, digits and _, and none of "
+                             f"{', '.join(RESERVED_FILTER_NAMES)} (the service's own parameters)")
+        if len(set(names)) != len(names):
+            raise ValueError(f"filter names and plurals {names} must all differ; rename the twins")
+        return filters
+
+
 class Schedules(Section):
     """When Airflow runs the pipeline's loads and gold jobs."""
 
@@ -117,6 +148,8 @@ class PipelineSpec(Section):
     reconcile: dict[str, str] = Field(default_factory=dict)
     """View name -> the name of a lake query in the code that recomputes it."""
     schedules: Schedules = Field(default_factory=Schedules)
+    serve: Serve = Field(default_factory=Serve)
+    """What ``kappa serve`` offers of the pipeline's streams when it follows the pipeline."""
 
     @field_validator("name")
     @classmethod

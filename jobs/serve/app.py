@@ -1,4 +1,10 @@
-"""The ASGI application of ``kappa serve``: REST, streams, dashboard, health and metrics."""
+"""The ASGI application of ``kappa serve``: REST, streams, dashboard, health and metrics.
+
+The service follows one pipeline, ``pipelines.default`` (or the only one): its streams are the
+ones served over SSE and WebSocket, filtered by the dimensions its ``serve.filters`` declare, and
+the REST endpoints its code registers (``pipeline.routes``) are mounted under ``/api/v1``. Every
+pipeline on the engine has its declared views served under ``/api/v1/pipelines``.
+"""
 
 from __future__ import annotations
 
@@ -12,24 +18,36 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import SecretStr
 
 from jobs.common.config import KappaConfig
+from jobs.pipelines.registry import resolve
+from jobs.pipelines.spec import PipelineSpec
 from jobs.serve import asyncapi, errors, operations, pipelines, rest, streams
 from jobs.serve.guard import Guard
+from jobs.serve.records import shape_of
 from jobs.serve.service import Service
 
 DASHBOARD = Path(__file__).with_name("static") / "dashboard.html"
-DESCRIPTION = (
-    "Live summaries of the kappa platform (Redis) over REST, and the analyzed RSVPs and summary "
-    "updates (Kafka) over server-sent events and WebSocket, filtered by topic and city and "
-    "resumable by event id. The WebSocket endpoint `/api/v1/ws` is described in AsyncAPI 3.0 at "
-    f"`{asyncapi.PATH}`. Every error answers `{{\"error\": \"...\"}}` (invalid parameters add "
-    "`problems`). Guide: docs/api.md.")
 FAVICON = ("<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 16 16'><circle cx='8' cy='8' r='7' "
            "fill='#3b82f6'/></svg>")
 
 
+def description(spec: PipelineSpec) -> str:
+    """The OpenAPI description of the service following pipeline ``spec``."""
+    about = f" ({spec.description})" if spec.description else ""
+    by = ", ".join(["stream", *spec.serve.filters])
+    return (
+        f"Data access to pipeline {spec.name}{about}: its live summaries (Redis) over REST, and its "
+        "analyzed records and summary updates (Kafka) over server-sent events and WebSocket, "
+        f"filtered by {by} and resumable by event id; the declared views of every pipeline on the "
+        "engine under `/api/v1/pipelines`. The WebSocket endpoint `/api/v1/ws` is described in "
+        f"AsyncAPI 3.0 at `{asyncapi.PATH}`. Every error answers `{{\"error\": \"...\"}}` (invalid "
+        "parameters add `problems`). Guide: docs/api.md.")
+
+
 def build_app(cfg: KappaConfig, token: SecretStr | None) -> Guard:
     """The application wrapped in the auth/rate-limit guard (``.service`` is the shared state)."""
-    service = Service(cfg, token)
+    followed = resolve(None, cfg.pipelines.default)
+    assert followed.spec is not None and followed.code is not None  # resolve raises otherwise
+    service = Service(cfg, token, shape_of(followed.spec))
     ops = operations.Operations(cfg)
 
     @asynccontextmanager
@@ -51,18 +69,19 @@ def build_app(cfg: KappaConfig, token: SecretStr | None) -> Guard:
             await service.stop()
             ops.close()
 
-    app = FastAPI(title="kappa data access", version="1", description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(title="kappa data access", version="1", description=description(followed.spec),
+                  lifespan=lifespan)
     app.state.service = service
     errors.install(app)
-    app.include_router(rest.router)
-    app.include_router(streams.router)
+    rest.mount(app, followed.code.routers)
+    app.include_router(streams.router(service.shape))
     app.include_router(pipelines.router(cfg))
     app.include_router(operations.router(ops))
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["operations"],
                       summary="Health: Redis answers and both shared consumers poll")
     app.add_api_route("/metrics", metrics, methods=["GET"], tags=["operations"],
                       summary="Prometheus metrics", response_class=Response)
-    app.add_api_route(asyncapi.PATH, lambda: asyncapi.document(app.version), methods=["GET"],
+    app.add_api_route(asyncapi.PATH, lambda: asyncapi.document(app.version, service.shape), methods=["GET"],
                       tags=["streams"], summary="AsyncAPI 3.0 description of the WebSocket endpoint")
     app.add_api_route("/", dashboard, methods=["GET"], include_in_schema=False)
     app.add_api_route("/favicon.ico", favicon, methods=["GET"], include_in_schema=False)

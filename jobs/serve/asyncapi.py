@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobs.serve.records import STREAMS
+from jobs.serve.records import STREAMS, StreamShape
 
 PATH = "/asyncapi.json"
 WS_PATH = "/api/v1/ws"
@@ -17,18 +17,19 @@ STATUSES = ["connected", "filter", "error", "lagging", "overflow", "not_retained
 _STRINGS = {"type": "array", "items": {"type": "string"}}
 
 
-def _query() -> dict[str, Any]:
+def _query(shape: StreamShape) -> dict[str, Any]:
     return {"type": "object", "properties": {
         "stream": {**_STRINGS, "items": {"type": "string", "enum": list(STREAMS)},
                    "description": "streams to follow (repeat the parameter); default both"},
-        "topic": {**_STRINGS, "description": "only records with one of these topic names"},
-        "city": {**_STRINGS, "description": "only records of one of these cities"},
+        **{d.name: {**_STRINGS, "description": f"only records carrying one of these values: "
+                                               f"{d.description or d.plural} (repeat the parameter)"}
+           for d in shape.dimensions},
         "last_event_id": {"type": "string", "description": (
             "resume after this event id (a Kafka position vector, e.g. a:42,17,9;s:5,3,0)")},
         "access_token": {"type": "string", "description": "the bearer token when auth is on"}}}
 
 
-def _messages() -> dict[str, Any]:
+def _messages(shape: StreamShape) -> dict[str, Any]:
     event = {"type": "object", "required": ["type", "id", "stream", "partition", "offset", "data"],
              "properties": {"type": {"const": "event"}, "id": {"type": "string"},
                             "stream": {"enum": list(STREAMS)}, "partition": {"type": "integer"},
@@ -40,25 +41,26 @@ def _messages() -> dict[str, Any]:
                              "detail": {"type": "string"}, "id": {"type": "string"},
                              "filter": {"type": "object"}}}
     flt = {"type": "object", "required": ["type"], "properties": {
-        "type": {"const": "filter"}, "streams": _STRINGS, "topics": _STRINGS, "cities": _STRINGS}}
+        "type": {"const": "filter"}, "streams": _STRINGS, **{d.plural: _STRINGS for d in shape.dimensions}}}
     return {
-        "event": {"summary": "one record of rsvps.analyzed or rsvps.summaries, with its position id",
+        "event": {"summary": "one record of the analyzed or the summaries topic, with its position id",
                   "payload": event},
         "status": {"summary": "a service message: the first one is `connected`; `error` answers a bad "
                               "filter message, and the session goes on", "payload": status},
         "filter": {"summary": "replaces the whole filter; answered by a `filter` status", "payload": flt}}
 
 
-def document(version: str) -> dict[str, Any]:
-    """The AsyncAPI document of the WebSocket endpoint."""
+def document(version: str, shape: StreamShape) -> dict[str, Any]:
+    """The AsyncAPI document of the WebSocket endpoint, with the followed pipeline's filters."""
     channel = "#/channels/stream"
     return {
         "asyncapi": "3.0.0",
         "info": {"title": "kappa data access: WebSocket stream", "version": version,
-                 "description": "Analyzed RSVPs and summary updates, filtered and resumable. Close "
-                                "codes: 1008 bad filter, id or token; 1013 client limit reached."},
-        "channels": {"stream": {"address": WS_PATH, "messages": _messages(),
-                                "bindings": {"ws": {"method": "GET", "query": _query()}}}},
+                 "description": f"The analyzed records of pipeline {shape.event} and its summary "
+                                "updates, filtered and resumable. Close codes: 1008 bad filter, id or "
+                                "token; 1013 client limit reached."},
+        "channels": {"stream": {"address": WS_PATH, "messages": _messages(shape),
+                                "bindings": {"ws": {"method": "GET", "query": _query(shape)}}}},
         "operations": {
             "sendEvents": {"action": "send", "channel": {"$ref": channel},
                            "messages": [{"$ref": f"{channel}/messages/event"},

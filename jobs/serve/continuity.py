@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from confluent_kafka import Consumer, TopicPartition
 
-from jobs.serve.records import build_record
+from jobs.serve.records import source_in
 
 FIRST_STEP = 256
 READ_TIMEOUT_S = 5.0
@@ -57,6 +57,5 @@ def _source_at(client: Consumer, topic: str, partition: int, offset: int) -> tup
         message = client.poll(0.5)
         if message is None or message.error() or message.partition() != partition:
             continue
-        record = build_record("analyzed", partition, offset, 0, message.value())
-        return record.source if record is not None else None
+        return source_in(message.value())
     return None

@@ -46,7 +46,7 @@ class Guard:
         if scope["type"] == "websocket" or path in STREAM_PATHS:
             await self.app(scope, receive, send)
             return
-        await self._measured(scope, receive, send, path)
+        await self._measured(scope, receive, send)
 
     def _refusal(self, scope: Scope, path: str) -> tuple[int, str, str] | None:
         token = self.service.token
@@ -74,9 +74,8 @@ class Guard:
         self.buckets[client] = (tokens - 1, now)
         return True
 
-    async def _measured(self, scope: Scope, receive: Any, send: Any, path: str) -> None:
-        route = path if path.startswith(RATE_LIMITED_PREFIX) and "/events/" not in path else (
-            "/api/v1/events/{event_id}" if "/events/" in path else path)
+    async def _measured(self, scope: Scope, receive: Any, send: Any) -> None:
+        """Count and time the request by its route's path template (the path when none matched)."""
         status = {"code": 500}
 
         async def capture(message: dict[str, Any]) -> None:
@@ -88,6 +87,8 @@ class Guard:
         try:
             await self.app(scope, receive, capture)
         finally:
+            # the router put the matched route in the scope: its template keeps the label's values few
+            route = getattr(scope.get("route"), "path", scope["path"])
             metrics = self.service.metrics
             metrics.requests.labels(route, str(status["code"])).inc()
             metrics.latency.labels(route).observe(time.perf_counter() - started)

@@ -28,7 +28,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from jobs.common.kafka.client import admin_config
 from jobs.serve import continuity
-from jobs.serve.records import Record, build_record
+from jobs.serve.records import Record, StreamShape
 
 logger = logging.getLogger(__name__)
 
@@ -68,12 +68,12 @@ class SharedFeed:
     """One consumer thread for one topic, fanned out through the hub."""
 
     def __init__(self, stream: str, topic: str, client_config: dict[str, Any], batch: int,
-                 deliver: Callable[[list[Record]], None], *,
+                 deliver: Callable[[list[Record]], None], *, shape: StreamShape,
                  on_gap: Callable[[str, int, int], None] | None = None,
                  after: Mapping[tuple[str, int], int] | None = None) -> None:
         """``after``: source positions already delivered; start where they end (a view switch)."""
         self.stream, self.topic, self.batch = stream, topic, batch
-        self._deliver = deliver
+        self._deliver, self._shape = deliver, shape
         self._on_gap = on_gap or (lambda stream, partition, low: None)
         # "error", not a silent reset: when retention passes the feed's position (it fell behind,
         # or records were deleted) the hub must tell every client what was lost.
@@ -187,8 +187,8 @@ class SharedFeed:
                 logger.warning("stream=%s topic=%s consumer error: %s", self.stream, self.topic,
                                message.error())
                 continue
-            record = build_record(self.stream, message.partition(), message.offset(),
-                                  message.timestamp()[1], message.value())
+            record = self._shape.record(self.stream, message.partition(), message.offset(),
+                                        message.timestamp()[1], message.value())
             if record is None:
                 self.malformed += 1
                 logger.debug("stream=%s partition=%d offset=%d not a JSON object; skipped",
@@ -212,8 +212,9 @@ class ResumeReader:
     """Reads [from, to) of every partition of the given streams once, then closes (a thread)."""
 
     def __init__(self, client_config: dict[str, Any], topics: dict[str, str],
-                 start: dict[str, list[int]], end: dict[str, list[int]], batch: int) -> None:
-        self.topics, self.batch = topics, batch
+                 start: dict[str, list[int]], end: dict[str, list[int]], batch: int, *,
+                 shape: StreamShape) -> None:
+        self.topics, self.batch, self._shape = topics, batch, shape
         self.remaining = {(stream, p): end[stream][p]
                           for stream in topics for p in range(len(end[stream]))
                           if start[stream][p] < end[stream][p]}
@@ -249,8 +250,8 @@ class ResumeReader:
         if message.offset() >= end:
             del self.remaining[key]
             return
-        record = build_record(stream, message.partition(), message.offset(), message.timestamp()[1],
-                              message.value())
+        record = self._shape.record(stream, message.partition(), message.offset(), message.timestamp()[1],
+                                    message.value())
         if record is not None:
             out.append(record)
         if message.offset() + 1 >= end:

@@ -2,9 +2,10 @@
 
 An event id is the vector of *next offsets* of every partition of every stream the service
 follows, as of just after that event, e.g. ``a:42,17,9;s:5,3,0`` (stream code, then one offset
-per partition in partition order; ``a`` = rsvps.analyzed, ``s`` = rsvps.summaries). Every record
-of partition ``p`` below ``vector[p]`` was either delivered to the client or did not match its
-filter, so a client resuming from an id receives exactly the records it has not seen.
+per partition in partition order; ``a`` = the analyzed topic, ``s`` = the summaries topic).
+Every record of partition ``p`` below ``vector[p]`` was either delivered to the client or did
+not match its filter, so a client resuming from an id receives exactly the records it has not
+seen.
 
 Offsets belong to one view version's topics (docs/reprocess.md): ids of version N >= 2 start with
 ``v<N>/`` (``v3/a:42,17,9;s:5,3,0``); version 1's have no tag.

@@ -1,22 +1,27 @@
 """Stream records as the service holds them, and the filters clients apply to them.
 
-A record is parsed once, in the consumer thread, into what filters need (its topic names and
-city, case-folded) and the JSON text sent to clients; the SSE frame and the WebSocket message
-are built once per record and shared by every client that receives it.
+A record is parsed once, in the consumer thread, into what filters need (the values of each
+filter dimension the followed pipeline declares, case-folded) and the JSON text sent to
+clients; the SSE frame and the WebSocket message are built once per record and shared by every
+client that receives it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobs.common.errors import KappaError
 
+if TYPE_CHECKING:
+    from jobs.pipelines.spec import PipelineSpec
+
 STREAMS = ("analyzed", "summaries")
-SSE_EVENT = {"analyzed": "rsvp", "summaries": "summary"}
-TOPIC_ITEM_KINDS = ("trending", "top_topics")
+SUMMARY_EVENT = "summary"
+"""The SSE event of a summaries record (an analyzed record's is the pipeline's name)."""
+NOTHING: frozenset[str] = frozenset()
 
 
 class FilterError(KappaError):
@@ -34,9 +39,10 @@ class Record:
     offset: int
     timestamp_ms: int
     data: str
-    topics: frozenset[str] = frozenset()
-    city: str | None = None
+    values: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """Each filter dimension's values the record carries (case-folded), by dimension name."""
     kind: str | None = None
+    sse_event: str = SUMMARY_EVENT
     event_id: str = ""
     source: tuple[str, int, int] | None = None
     """An analyzed record's source position (source_topic, source_partition, source_offset)."""
@@ -45,11 +51,87 @@ class Record:
 
     def with_id(self, event_id: str) -> Record:
         """The record with its position id and pre-encoded frames."""
-        event = SSE_EVENT[self.stream]
-        sse = f"id: {event_id}\nevent: {event}\ndata: {self.data}\n\n".encode()
+        sse = f"id: {event_id}\nevent: {self.sse_event}\ndata: {self.data}\n\n".encode()
         ws = (f'{{"type":"event","id":"{event_id}","stream":"{self.stream}",'
               f'"partition":{self.partition},"offset":{self.offset},"data":{self.data}}}')
         return replace(self, event_id=event_id, sse=sse, ws=ws)
+
+
+@dataclass(frozen=True, slots=True)
+class Dimension:
+    """A dimension clients filter the streams by: one ``serve.filters`` entry of the pipeline."""
+
+    name: str
+    """The query parameter (``colour``), repeatable."""
+    plural: str
+    """The key in a WebSocket filter message and in the filter a client is told (``colours``)."""
+    paths: tuple[tuple[str, ...], ...]
+    """Where a record holds the values; a list met on the way is walked element by element."""
+    description: str = ""
+
+    def values(self, obj: Mapping[str, Any]) -> frozenset[str]:
+        """The case-folded values ``obj`` carries at any of the paths."""
+        found: set[str] = set()
+        for first, *rest in self.paths:
+            _collect(obj.get(first), rest, found)
+        return frozenset(found) if found else NOTHING
+
+
+def _collect(value: Any, path: list[str], found: set[str]) -> None:
+    if isinstance(value, str):
+        if not path and (folded := _fold(value)):
+            found.add(folded)
+    elif isinstance(value, list):
+        for item in value:
+            _collect(item, path, found)
+    elif path and isinstance(value, dict):
+        _collect(value.get(path[0]), path[1:], found)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamShape:
+    """What the followed pipeline says of its streams: its analyzed records' SSE event, its filters."""
+
+    event: str
+    """The SSE event of an analyzed record: the pipeline's name."""
+    dimensions: tuple[Dimension, ...] = ()
+
+    def record(self, stream: str, partition: int, offset: int, timestamp_ms: int,
+               value: bytes | None) -> Record | None:
+        """Parse one Kafka value of a stream; None when it is not a JSON object (counted, skipped)."""
+        obj = _object(value)
+        if obj is None:
+            return None
+        text = value.decode() if value and b"\n" not in value else json.dumps(obj, separators=(",", ":"))
+        values = {d.name: found for d in self.dimensions if (found := d.values(obj))}
+        kind = obj.get("kind") if stream == "summaries" else None
+        event = self.event if stream == "analyzed" else SUMMARY_EVENT
+        return Record(stream, partition, offset, timestamp_ms, text, values, kind, event,
+                      source=source_of(obj))
+
+    def make_filter(self, streams: Iterable[str] | None, wanted: Mapping[str, Iterable[str] | None],
+                    max_values: int) -> Filter:
+        """Validate client-given filter values, ``wanted`` by dimension (streams may be comma-separated)."""
+        chosen = _values(streams, split=True) or list(STREAMS)
+        unknown = sorted(set(chosen) - set(STREAMS))
+        if unknown:
+            raise FilterError(f"unknown stream {unknown[0]!r}: choose from {list(STREAMS)}")
+        terms = []
+        for dimension in self.dimensions:
+            folded = frozenset(f for v in _values(wanted.get(dimension.name)) if (f := _fold(v)))
+            if len(folded) > max_values:
+                raise FilterError(f"at most {max_values} {dimension.name} values per filter, "
+                                  f"found {len(folded)}")
+            terms.append((dimension, folded))
+        return Filter(frozenset(chosen), tuple(terms))
+
+
+def shape_of(spec: PipelineSpec) -> StreamShape:
+    """The stream shape a pipeline declares (its name, its ``serve.filters``)."""
+    return StreamShape(spec.name, tuple(
+        Dimension(name, declared.plural, tuple(tuple(path.split(".")) for path in declared.fields),
+                  declared.description)
+        for name, declared in spec.serve.filters.items()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,19 +156,18 @@ class Status:
         return json.dumps({"status": self.status, **self.detail}, separators=(",", ":"))
 
 
-def build_record(stream: str, partition: int, offset: int, timestamp_ms: int,
-                 value: bytes | None) -> Record | None:
-    """Parse one Kafka value of a stream; None when it is not a JSON object (counted, skipped)."""
+def _object(value: bytes | None) -> dict[str, Any] | None:
     try:
         obj = json.loads(value) if value else None
     except (ValueError, UnicodeDecodeError):
         return None
-    if not isinstance(obj, dict):
-        return None
-    text = value.decode() if value and b"\n" not in value else json.dumps(obj, separators=(",", ":"))
-    kind = obj.get("kind") if stream == "summaries" else None
-    return Record(stream, partition, offset, timestamp_ms, text, _topics(obj, kind),
-                  _fold(obj.get("city")), kind, source=source_of(obj))
+    return obj if isinstance(obj, dict) else None
+
+
+def source_in(value: bytes | None) -> tuple[str, int, int] | None:
+    """The source position a Kafka value of the analyzed stream carries, or None."""
+    obj = _object(value)
+    return source_of(obj) if obj is not None else None
 
 
 def source_of(obj: dict[str, Any]) -> tuple[str, int, int] | None:
@@ -97,61 +178,35 @@ def source_of(obj: dict[str, Any]) -> tuple[str, int, int] | None:
     return None
 
 
-def _topics(obj: dict[str, Any], kind: Any) -> frozenset[str]:
-    if kind in TOPIC_ITEM_KINDS:
-        names: Iterable[Any] = (item.get("item") for item in obj.get("items") or []
-                                if isinstance(item, dict))
-    else:
-        names = obj.get("topics") or []
-    return frozenset(folded for name in names if (folded := _fold(name)))
-
-
 def _fold(value: Any) -> str | None:
     return " ".join(value.split()).casefold() if isinstance(value, str) and value.strip() else None
 
 
 @dataclass(frozen=True, slots=True)
 class Filter:
-    """What a client wants: streams, and optionally topic names and/or cities (any of each).
+    """What a client wants: streams, and for each filter dimension the values it wants (any of them).
 
-    A record matches when it belongs to one of the streams and, for each of ``topics`` and
-    ``cities`` that is given, it carries that dimension with a value in the set: an RSVP its
-    topics and city, a ``city_window`` summary its city, a ``trending``/``top_topics`` summary
-    the topic names of its items. Summaries without the dimension (``members_window``,
-    ``event``) reach only clients that do not filter on it.
+    A record matches when it belongs to one of the streams and, for each dimension with values,
+    it carries one of them. A record without the dimension reaches only clients that do not
+    filter on it.
     """
 
     streams: frozenset[str] = frozenset(STREAMS)
-    topics: frozenset[str] = frozenset()
-    cities: frozenset[str] = frozenset()
+    terms: tuple[tuple[Dimension, frozenset[str]], ...] = ()
 
     def matches(self, record: Record) -> bool:
         """Whether the record passes this filter."""
         if record.stream not in self.streams:
             return False
-        if self.topics and self.topics.isdisjoint(record.topics):
-            return False
-        return not self.cities or record.city in self.cities
+        for dimension, wanted in self.terms:
+            if wanted and wanted.isdisjoint(record.values.get(dimension.name, NOTHING)):
+                return False
+        return True
 
     def describe(self) -> dict[str, list[str]]:
-        """The filter as JSON-able lists (sorted)."""
-        return {"streams": sorted(self.streams), "topics": sorted(self.topics),
-                "cities": sorted(self.cities)}
-
-
-def make_filter(streams: Iterable[str] | None, topics: Iterable[str] | None,
-                cities: Iterable[str] | None, max_values: int) -> Filter:
-    """Validate client-given filter values (streams may also be comma-separated)."""
-    wanted = _values(streams, split=True) or list(STREAMS)
-    unknown = sorted(set(wanted) - set(STREAMS))
-    if unknown:
-        raise FilterError(f"unknown stream {unknown[0]!r}: choose from {list(STREAMS)}")
-    folded_topics = {f for t in _values(topics) if (f := _fold(t))}
-    folded_cities = {f for c in _values(cities) if (f := _fold(c))}
-    for name, values in (("topic", folded_topics), ("city", folded_cities)):
-        if len(values) > max_values:
-            raise FilterError(f"at most {max_values} {name} values per filter, found {len(values)}")
-    return Filter(frozenset(wanted), frozenset(folded_topics), frozenset(folded_cities))
+        """The filter as JSON-able lists (sorted), by stream and dimension plural."""
+        return {"streams": sorted(self.streams),
+                **{dimension.plural: sorted(wanted) for dimension, wanted in self.terms}}
 
 
 def _values(raw: Iterable[str] | str | None, split: bool = False) -> list[str]:

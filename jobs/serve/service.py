@@ -20,7 +20,7 @@ from jobs.common.views import BUILDING, Views, ViewsWatcher, version_config
 from jobs.serve.hub import Hub
 from jobs.serve.kafka_io import SharedFeed
 from jobs.serve.metrics import ServeMetrics
-from jobs.serve.records import STREAMS, Record, Status
+from jobs.serve.records import STREAMS, Record, Status, StreamShape
 
 logger = logging.getLogger(__name__)
 VIEWS_POLL_S = 1.0
@@ -62,6 +62,8 @@ class Service:
 
     cfg: KappaConfig
     token: SecretStr | None
+    shape: StreamShape
+    """The followed pipeline's SSE event and filter dimensions (its ``serve.filters``)."""
     metrics: ServeMetrics = field(default_factory=ServeMetrics)
     topics: dict[str, str] = field(default_factory=dict)
     feeds: dict[str, SharedFeed] = field(default_factory=dict)
@@ -140,7 +142,8 @@ class Service:
 
         for stream in STREAMS:
             self.feeds[stream] = await loop.run_in_executor(
-                self.pool, partial(SharedFeed, on_gap=on_gap, after=after if stream == "analyzed" else None),
+                self.pool, partial(SharedFeed, on_gap=on_gap, after=after if stream == "analyzed" else None,
+                                   shape=self.shape),
                 stream, self.topics[stream], self.kafka,
                 serve.consumer_batch, deliver)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from functools import partial
 
 from jobs.serve import positions
 from jobs.serve.hub import Item, Subscriber, not_retained
@@ -118,8 +119,8 @@ async def _read_kafka(service: Service, subscriber: Subscriber, streams: set[str
     hub = service.running_hub()
     target = positions.copy(hub.position)
     topics = {stream: service.topics[stream] for stream in streams}
-    reader = await in_thread(service.pool, ResumeReader, service.kafka, topics, current, target,
-                             service.cfg.serve.consumer_batch)
+    reader = await in_thread(service.pool, partial(ResumeReader, shape=service.shape), service.kafka,
+                             topics, current, target, service.cfg.serve.consumer_batch)
     try:
         while True:
             if time.monotonic() > deadline:

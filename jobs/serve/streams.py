@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request, WebSocket, WebSocketDisconnect
@@ -16,19 +16,16 @@ from jobs.common.errors import KappaError
 from jobs.serve import positions, session
 from jobs.serve.errors import ErrorBody, error_response
 from jobs.serve.hub import Subscriber
-from jobs.serve.records import Filter, Record, Status, make_filter
+from jobs.serve.records import Dimension, Filter, Record, Status, StreamShape
 from jobs.serve.service import Service
 
 logger = logging.getLogger(__name__)
-router = APIRouter(tags=["streams"])
 RETRY_MS = 1000
 WS_POLICY_VIOLATION = 1008
 WS_TRY_AGAIN_LATER = 1013
 
 StreamParam = Annotated[list[str] | None, Query(alias="stream",
                         description="analyzed and/or summaries (repeat or comma-separate); default both")]
-TopicParam = Annotated[list[str] | None, Query(alias="topic", description="topic name (repeatable)")]
-CityParam = Annotated[list[str] | None, Query(alias="city", description="city (repeatable)")]
 ResumeParam = Annotated[str | None, Query(
     description="resume after this event id (for clients that cannot send Last-Event-ID)")]
 
@@ -53,10 +50,39 @@ def _service(scope_app: Any) -> Service:
     return scope_app.state.service
 
 
-def _open(service: Service, streams: list[str] | None, topics: list[str] | None,
-          cities: list[str] | None, resume_id: str | None) -> tuple[Subscriber, positions.Vector | None]:
+def router(shape: StreamShape) -> APIRouter:
+    """The SSE and WebSocket endpoints, taking the followed pipeline's filter dimensions."""
+    api = APIRouter(tags=["streams"])
+    events = (f"SSE: `{shape.event}` (analyzed) and `summary` events (id = Kafka position vector) "
+              "and `status`")
+    api.add_api_route(
+        "/api/v1/stream", sse_stream, methods=["GET"], response_class=EventSourceResponse,
+        openapi_extra={"parameters": [_parameter(d) for d in shape.dimensions]}, responses={
+            200: {"content": {"text/event-stream": {}}, "description": events},
+            400: {"model": ErrorBody,
+                  "description": "bad filter, or a Last-Event-ID that is no position of the log"},
+            503: {"model": ErrorBody, "description": "client limit reached"}})
+    api.add_api_websocket_route("/api/v1/ws", ws_stream)
+    return api
+
+
+def _parameter(dimension: Dimension) -> dict[str, Any]:
+    """The OpenAPI description of a filter dimension's query parameter."""
+    described = dimension.description or f"one of the {dimension.plural}"
+    return {"name": dimension.name, "in": "query", "required": False,
+            "description": f"{described} (repeatable, case-insensitive)",
+            "schema": {"type": "array", "items": {"type": "string"}}}
+
+
+def _wanted(service: Service, given: Callable[[str], list[str]]) -> dict[str, list[str] | None]:
+    """The filter values of each dimension, by its name; ``given`` reads a query parameter's values."""
+    return {d.name: given(d.name) or None for d in service.shape.dimensions}
+
+
+def _open(service: Service, streams: list[str] | None, wanted: dict[str, list[str] | None],
+          resume_id: str | None) -> tuple[Subscriber, positions.Vector | None]:
     serve = service.cfg.serve
-    flt = make_filter(streams, topics, cities, serve.max_filter_values)
+    flt = service.shape.make_filter(streams, wanted, serve.max_filter_values)
     subscriber = Subscriber(flt, serve.client_buffer, serve.lag_warning_fraction)
     if resume_id and positions.view_of(resume_id) != service.version:
         # offsets of another view version's topics: nothing to resume here; start live, say why
@@ -74,23 +100,18 @@ def _full(service: Service) -> bool:
     return len(service.running_hub().subscribers) >= service.cfg.serve.max_clients
 
 
-@router.get("/api/v1/stream", response_class=EventSourceResponse, responses={
-    200: {"content": {"text/event-stream": {}},
-          "description": "SSE: `rsvp` and `summary` events (id = Kafka position vector) and `status`"},
-    400: {"model": ErrorBody, "description": "bad filter, or a Last-Event-ID that is no position of the log"},
-    503: {"model": ErrorBody, "description": "client limit reached"}})
-async def sse_stream(request: Request, *, stream: StreamParam = None, topic: TopicParam = None,
-                     city: CityParam = None, last_event_id: ResumeParam = None,
+async def sse_stream(request: Request, *, stream: StreamParam = None, last_event_id: ResumeParam = None,
                      last_event_id_header: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
                      ) -> Response:
-    """Analyzed RSVPs and summary updates as server-sent events, filtered, resumable."""
+    """Analyzed records and summary updates as server-sent events, filtered, resumable."""
     service = _service(request.app)
     if _full(service):
         service.metrics.rejected.labels("client_limit").inc()
         return error_response(503, f"{service.cfg.serve.max_clients} clients are connected "
                                    "(serve.max_clients); retry later", headers={"Retry-After": "5"})
     try:
-        subscriber, resume = _open(service, stream, topic, city, last_event_id_header or last_event_id)
+        subscriber, resume = _open(service, stream, _wanted(service, request.query_params.getlist),
+                                   last_event_id_header or last_event_id)
     except KappaError as exc:
         return error_response(400, str(exc))
     beyond = await session.beyond_log(service, resume) if resume else None
@@ -119,15 +140,13 @@ async def _sse_body(service: Service, subscriber: Subscriber,
         service.metrics.clients.labels("sse").dec()
 
 
-@router.websocket("/api/v1/ws")
 async def ws_stream(websocket: WebSocket) -> None:
     """The same stream over WebSocket; send ``{"type": "filter", ...}`` to change the filter."""
     service = _service(websocket.app)
     params = websocket.query_params
     try:
         subscriber, resume = _open(service, params.getlist("stream") or None,
-                                   params.getlist("topic") or None, params.getlist("city") or None,
-                                   params.get("last_event_id"))
+                                   _wanted(service, params.getlist), params.get("last_event_id"))
         refusal = await session.beyond_log(service, resume) if resume else None
     except KappaError as exc:
         refusal = str(exc)
@@ -190,25 +209,26 @@ async def _ws_send(service: Service, websocket: WebSocket, subscriber: Subscribe
 async def _ws_receive(service: Service, websocket: WebSocket, subscriber: Subscriber) -> None:
     """Apply the client's filter messages until it disconnects; answer a bad one and go on."""
     limit = service.cfg.serve.max_filter_values
+    keys = ", ".join(f'"{key}": [...]' for key in ("streams", *(d.plural for d in service.shape.dimensions)))
     while True:
         message = await websocket.receive()
         if message["type"] == "websocket.disconnect":
             return
         try:
-            new = _filter_message(message, limit)
+            new = _filter_message(service.shape, message, limit)
         except (ValueError, RecursionError, KappaError) as exc:
             reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
             logger.warning("websocket client %s sent a bad message (%s); answered with an error",
                            websocket.client, reason[:200])
-            detail = (f"{reason}: send {{\"type\": \"filter\", \"streams\": [...], \"topics\": [...], "
-                      f"\"cities\": [...]}} as a text message; the current filter stays")
+            detail = (f'{reason}: send {{"type": "filter", {keys}}} as a text message; '
+                      "the current filter stays")
             subscriber.push_status(Status("error", {"detail": detail}), first=True)
             continue
         subscriber.filter = new
         subscriber.push_status(Status("filter", {"filter": new.describe()}), first=True)
 
 
-def _filter_message(message: Mapping[str, Any], limit: int) -> Filter:
+def _filter_message(shape: StreamShape, message: Mapping[str, Any], limit: int) -> Filter:
     """The filter of one received WebSocket message; ValueError/KappaError saying what is wrong."""
     text = message.get("text")
     if text is None:
@@ -216,7 +236,8 @@ def _filter_message(message: Mapping[str, Any], limit: int) -> Filter:
     parsed = json.loads(text)
     if not isinstance(parsed, dict) or parsed.get("type") != "filter":
         raise ValueError("not a filter message")
-    return make_filter(parsed.get("streams"), parsed.get("topics"), parsed.get("cities"), limit)
+    return shape.make_filter(parsed.get("streams"), {d.name: parsed.get(d.plural) for d in shape.dimensions},
+                             limit)
 
 
 async def _close_quietly(websocket: WebSocket) -> None:

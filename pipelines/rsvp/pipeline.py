@@ -4,8 +4,8 @@ The parser and transform are the ones its streaming job runs (pipelines/rsvp/val
 pipelines/rsvp/records.py, reached by ``kappa stream`` through ``pipeline.records``), registered
 here so the pipeline's definition is whole and validated (``kappa pipelines validate rsvp``). The
 gold transforms (gold.py) and what reconcile compares (reconcile.py) are what the batch tier runs
-for it (``kappa batch run | reconcile``).
-from pipelines.rsvp.tables import TABLES
+for it (``kappa batch run | reconcile``); its REST endpoints (serve.py) are what ``kappa serve``
+mounts beside its streams.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from jobs.pipelines import Reject, Source, definitions
-from pipelines.rsvp import gold, quality, reconcile, schema
+from pipelines.rsvp import gold, quality, reconcile, schema, serve
 from pipelines.rsvp.records import RECORDS, analyzed
 from pipelines.rsvp.tables import TABLES
 from pipelines.rsvp.validate import Rules
@@ -89,3 +89,4 @@ pipeline.quality("bronze.rsvps_raw")(quality.bronze)
 pipeline.quality("ops.dlq")(quality.dlq)
 pipeline.quality("silver.rsvps")(quality.silver)
 pipeline.quality("gold.rsvp_summaries")(quality.gold)
+pipeline.routes(serve.router)

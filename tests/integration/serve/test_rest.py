@@ -103,14 +103,21 @@ def test_openapi_health_metrics_dashboard(api):
     health = api.get("/healthz")
     assert health.status_code == 200 and health.json()["ok"] is True
     api.get("/api/v1/topics/top")
+    api.get("/api/v1/events/gyzheubzcxwz")
     metrics = api.get("/metrics").text
     assert 'kappa_serve_http_requests_total{route="/api/v1/topics/top",status="200"}' in metrics
+    assert 'kappa_serve_http_requests_total{route="/api/v1/events/{event_id}",status="200"}' in metrics
+    stream_parameters = {p["name"] for p in spec["paths"]["/api/v1/stream"]["get"]["parameters"]}
+    assert {"stream", "topic", "city", "last_event_id"} <= stream_parameters
     page = api.get("/")
     assert page.status_code == 200 and "EventSource" in page.text
     assert "/asyncapi.json" in spec["info"]["description"]
     ws = api.get("/asyncapi.json").json()
     assert ws["asyncapi"] == "3.0.0" and ws["channels"]["stream"]["address"] == "/api/v1/ws"
     assert set(ws["channels"]["stream"]["messages"]) == {"event", "status", "filter"}
+    channel = ws["channels"]["stream"]
+    assert {"stream", "topic", "city"} <= set(channel["bindings"]["ws"]["query"]["properties"])
+    assert {"streams", "topics", "cities"} <= set(channel["messages"]["filter"]["payload"]["properties"])
     icon = api.get("/favicon.ico")
     assert icon.status_code == 200 and icon.headers["content-type"].startswith("image/")
 

@@ -106,6 +106,15 @@ def test_a_generator_or_collect_file_named_but_missing_is_one_line_each(tmp_path
         "pipeline tiny: collect: check.py does not exist beside pipeline.yaml; create it or fix `collect:`"]
 
 
+def test_serve_filters_keep_off_the_services_own_parameters(tmp_path: Path) -> None:
+    folder = write(tmp_path, "tiny")
+    spec = (folder / "pipeline.yaml").read_text()
+    (folder / "pipeline.yaml").write_text(
+        spec + "serve:\n  filters:\n    stream: {plural: colours, fields: [colour]}\n")
+    [line] = lines_of(folder)
+    assert line.startswith("pipeline tiny: pipeline.yaml: serve.filters: ") and "['stream']" in line, line
+
+
 def test_fields_gold_transforms_and_shared_names_are_checked(tmp_path: Path) -> None:
     folder = write(tmp_path, "tiny", kind="tumbling", extra=", window_s: 60")
     spec = (folder / "pipeline.yaml").read_text().replace("key: colour", "key: shade")

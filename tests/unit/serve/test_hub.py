@@ -7,9 +7,18 @@ import json
 
 import pytest
 
+from jobs.pipelines.registry import find, load_spec
 from jobs.serve import positions
 from jobs.serve.hub import Hub, Subscriber
-from jobs.serve.records import Filter, FilterError, Status, build_record, make_filter
+from jobs.serve.records import Filter, FilterError, Status, shape_of
+
+RSVP = shape_of(load_spec(find("rsvp")).spec)
+"""The RSVP pipeline's streams as it declares them (pipelines/rsvp/pipeline.yaml, ``serve:``)."""
+build_record = RSVP.record
+
+
+def make_filter(streams, topics, cities, max_values):
+    return RSVP.make_filter(streams, {"topic": topics, "city": cities}, max_values)
 
 
 def rec(partition: int, offset: int, city: str = "Oslo", topics=("Salsa",), stream: str = "analyzed"):
@@ -42,8 +51,9 @@ def test_summary_dimensions():
     trending = build_record("summaries", 0, 0, 0, json.dumps(
         {"kind": "trending", "items": [{"item": "Salsa", "count": 3}]}).encode())
     members = build_record("summaries", 0, 1, 0, json.dumps({"kind": "members_window"}).encode())
-    assert Filter(topics=frozenset({"salsa"})).matches(trending)
-    assert not Filter(topics=frozenset({"salsa"})).matches(members)
+    salsa = make_filter(None, ["Salsa"], None, 5)
+    assert salsa.matches(trending)
+    assert not salsa.matches(members)
     assert Filter().matches(members)
     assert build_record("analyzed", 0, 0, 0, b"[1]") is None
     assert build_record("analyzed", 0, 0, 0, b"{nope") is None
@@ -125,3 +135,14 @@ def test_after_a_switch_each_source_position_reaches_a_client_once():
 
     delivered = asyncio.run(run())
     assert sorted(delivered) == [(0, o) for o in range(8)] + [(1, o) for o in range(5)]
+
+
+def test_frames_name_analyzed_records_by_the_pipeline_and_filters_by_its_dimensions():
+    analyzed = rec(0, 0).with_id("a:1;s:0")
+    assert analyzed.sse.startswith(b"id: a:1;s:0\nevent: rsvp\ndata: {")
+    city = build_record("summaries", 0, 0, 0, json.dumps({"kind": "city_window", "city": " Oslo "}).encode())
+    assert city.with_id("a:0;s:1").sse.split(b"\n")[1] == b"event: summary"
+    assert make_filter(None, None, ["OSLO"], 5).matches(city)
+    assert not make_filter(None, ["Salsa"], None, 5).matches(city)
+    assert make_filter(None, ["Salsa"], ["Oslo"], 5).describe() == {
+        "streams": ["analyzed", "summaries"], "topics": ["salsa"], "cities": ["oslo"]}
