@@ -75,7 +75,9 @@ def build_app(cfg: KappaConfig, token: SecretStr | None) -> Guard:
     errors.install(app)
     rest.mount(app, followed.code.routers)
     app.include_router(streams.router(service.shape))
-    app.include_router(pipelines.router(cfg))
+    stream_job = followed.spec.streaming.job == "kappa-stream"
+    app.include_router(pipelines.router(cfg, followed=(followed.spec, lambda: service.version)
+                                        if stream_job else None))
     app.include_router(operations.router(ops))
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["operations"],
                       summary="Health: Redis answers and both shared consumers poll")

@@ -9,6 +9,7 @@ serves the pipeline's current view version (jobs/engine/versions.py), checked ev
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import redis
@@ -55,15 +56,25 @@ def served(pipelines: list[Loaded] | None = None) -> list[PipelineSpec]:
             and item.spec.streaming.job == "engine"]
 
 
-def router(cfg: KappaConfig, specs: list[PipelineSpec] | None = None) -> APIRouter:
-    """The pipelines' routes (one per declared view)."""
+def router(cfg: KappaConfig, specs: list[PipelineSpec] | None = None,
+           followed: tuple[PipelineSpec, Callable[[], int]] | None = None) -> APIRouter:
+    """The pipelines' routes (one per declared view); the listing names ``followed`` first.
+
+    ``followed``: the kappa-stream pipeline ``kappa serve`` follows, and its current view version;
+    its views are served by its own routes (``pipeline.routes``), described in the API docs.
+    """
     specs = served() if specs is None else specs
     api = APIRouter(prefix="/api/v1/pipelines", tags=["pipelines"], responses=RESPONSES)
     client = redis.Redis(**cfg.redis.client_kwargs(), decode_responses=True, socket_timeout=5)
     versions = Versions(cfg)
 
     def listing() -> list[dict[str, Any]]:
-        return [{"name": spec.name, "description": spec.description,
+        own = [] if followed is None else [{
+            "name": followed[0].name, "description": followed[0].description, "job": "kappa-stream",
+            "current_version": followed[1](),
+            "views": {name: {"kind": view.kind, "description": view.description, "path": "/docs"}
+                      for name, view in followed[0].views.items()}}]
+        return own + [{"name": spec.name, "description": spec.description, "job": "engine",
                  "current_version": versions.current(spec).number,
                  "views": {name: {"kind": view.kind, "description": view.description,
                                   "path": f"/api/v1/pipelines/{spec.name}/views/{name}"

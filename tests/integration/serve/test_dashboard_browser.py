@@ -100,6 +100,9 @@ def test_operations_view_and_pipelines(stack, kappa_env, serve_topics, topic_fac
                 expect(cards).to_contain_text("version 1")
                 link = cards.get_by_role("link", name="flags_by_country")
                 expect(link).to_have_attribute("href", "/api/v1/pipelines/cards/views/flags_by_country")
+                followed = page.get_by_test_id("pipelines").locator("li", has_text="rsvp")   # followed
+                expect(followed).to_contain_text("(kappa stream)")
+                expect(followed.get_by_role("link", name="cities")).to_have_attribute("href", "/docs")
                 ARTIFACTS.mkdir(parents=True, exist_ok=True)
                 page.screenshot(path=str(ARTIFACTS / "dashboard-operations.png"), full_page=True)
             finally:
