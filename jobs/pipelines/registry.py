@@ -29,9 +29,9 @@ if TYPE_CHECKING:
 
 SPEC_FILE = "pipeline.yaml"
 PATH_ENV = "KAPPA_PIPELINES_PATH"
-HOOKS = {"generator": "lines", "collect": "check"}
-"""The files a pipeline may name for the collector tier, and the function each defines
-(:mod:`jobs.pipelines.generate`, :mod:`jobs.common.structure`)."""
+HOOKS = {"generator": "lines", "collect": "check", "demo": "run"}
+"""The files a pipeline may name beside its code, and the function each defines: for the collector
+tier (:mod:`jobs.pipelines.generate`, :mod:`jobs.common.structure`) and for ``kappa demo``."""
 
 
 @dataclass

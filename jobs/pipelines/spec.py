@@ -103,6 +103,9 @@ class PipelineSpec(Section):
     collect: str | None = None
     """A Python file beside ``pipeline.yaml`` defining ``check(record)``, what the collector checks
     of a parsed record (:mod:`jobs.common.structure`); None: a JSON object carrying ``source.key``."""
+    demo: str | None = None
+    """A Python file beside ``pipeline.yaml`` defining ``run(cfg, say)``, what ``kappa demo --pipeline
+    NAME`` runs end to end on the embedded stack (its exit code); None: the pipeline has no demo."""
     source: TopicDecl
     outputs: Outputs
     event_time: EventTime = Field(default_factory=EventTime)
