@@ -1,4 +1,4 @@
-"""The task layer of the DAGs the factory generates for each pipeline on the engine (dags/pipelines.py).
+"""The task layer of the DAGs the factory (dags/pipeline_factory.py) generates for each engine pipeline.
 
 Each task runs what an operator runs: ``kappa pipelines status | load | gold | reconcile NAME``
 as a subprocess of the task (its environment, so its ``KAPPA_*``), and the live run

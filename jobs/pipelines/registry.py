@@ -112,7 +112,7 @@ def load_spec(folder: Path) -> Loaded:
     """Read a pipeline folder's ``pipeline.yaml`` only: its code is not imported (``code`` stays None).
 
     For what must stay cheap and must not run a pipeline's code, such as parsing the DAG factory
-    (dags/pipelines.py).
+    (dags/pipeline_factory.py).
     """
     loaded = Loaded(folder)
     try:

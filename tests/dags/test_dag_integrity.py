@@ -9,7 +9,7 @@ import pytest
 
 from tests.dags.conftest import DAGS, patched_environ
 
-# dags/pipelines.py: the shipped engine pipeline `cards` (pipelines/cards/pipeline.yaml) gets all four
+# dags/pipeline_factory.py: the shipped engine pipeline `cards` (pipelines/cards/pipeline.yaml) gets all four
 PIPELINE_DAGS = {f"pipeline_cards_{what}" for what in ("stream", "load", "gold", "reconcile")}
 EXPECTED = {"streaming_lifecycle", "kafka_to_delta", "data_quality", "delta_maintenance", "replay",
             "backfill", "checkpoint_recovery", "reprocess", "batch_gold", "batch_ops", "reconcile",

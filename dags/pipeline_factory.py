@@ -1,4 +1,4 @@
-"""# pipelines
+"""# pipeline_factory
 
 The DAG factory: for every valid pipeline the engine runs (`streaming.job: engine`, found as
 `kappa pipelines list` finds them), the DAGs `pipeline_<name>_<what>`, tagged
