@@ -22,10 +22,17 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import dag, task
+from airflow.sdk import dag
 
 from jobs.orchestration import tasks
-from jobs.orchestration.dagkit import DEFAULT_ARGS, START, lifecycle_params, listed, stream_pipeline
+from jobs.orchestration.dagkit import (
+    DEFAULT_ARGS,
+    START,
+    lifecycle_params,
+    lifecycle_tasks,
+    listed,
+    stream_pipeline,
+)
 
 
 def streaming_lifecycle_dag(spec: Any) -> Any:
@@ -47,26 +54,7 @@ def streaming_lifecycle_dag(spec: Any) -> Any:
         params=lifecycle_params(),
     )
     def streaming_lifecycle():
-        @task.branch
-        def choose(params=None) -> str:
-            return "stop" if params["action"] == "stop" else "ensure_running"
-
-        @task(retries=5, retry_delay=timedelta(seconds=30), retry_exponential_backoff=True)
-        def ensure_running() -> dict:
-            return tasks.ensure_streaming()
-
-        @task(retries=2, retry_delay=timedelta(seconds=60))
-        def check_health(params=None) -> dict:
-            return tasks.streaming_health(params["max_batch_age_s"], params["max_offsets_behind"])
-
-        @task
-        def stop() -> dict:
-            return tasks.stop_streaming()
-
-        branch = choose()
-        started = ensure_running()
-        branch >> [started, stop()]
-        started >> check_health()
+        lifecycle_tasks(tasks.ensure_streaming, tasks.streaming_health, tasks.stop_streaming)
 
     return streaming_lifecycle()
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -133,6 +133,37 @@ def lifecycle_params() -> dict[str, Any]:
         "max_batch_age_s": Param(300, type="number", description="unhealthy if the last batch is older"),
         "max_offsets_behind": Param(1_000_000, type="integer", description="unhealthy above this lag"),
     }
+
+
+def lifecycle_tasks(ensure: Callable[[], dict], health: Callable[[float, int], dict],
+                    stop: Callable[[], dict]) -> None:
+    """The tasks of a live job's lifecycle DAG, called inside its ``@dag`` function.
+
+    ``choose`` branches on the ``action`` param (:func:`lifecycle_params`) to ``ensure_running``
+    (``ensure()``, retried with backoff), then ``check_health`` (``health(max_batch_age_s,
+    max_offsets_behind)``), or to ``stop`` (``stop()``).
+    """
+    from airflow.sdk import task
+
+    @task.branch
+    def choose(params=None) -> str:
+        return "stop" if params["action"] == "stop" else "ensure_running"
+
+    @task(retries=5, retry_delay=timedelta(seconds=30), retry_exponential_backoff=True)
+    def ensure_running() -> dict:
+        return ensure()
+
+    @task(retries=2, retry_delay=timedelta(seconds=60))
+    def check_health(params=None) -> dict:
+        return health(params["max_batch_age_s"], params["max_offsets_behind"])
+
+    @task(task_id="stop")
+    def stop_job() -> dict:
+        return stop()
+
+    started = ensure_running()
+    choose() >> [started, stop_job()]
+    started >> check_health()
 
 
 def loads_alias() -> Any:
