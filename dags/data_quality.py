@@ -10,12 +10,12 @@ from __future__ import annotations
 from airflow.sdk import AssetAny, dag, task
 
 from jobs.orchestration import tasks
-from jobs.orchestration.dagkit import DEFAULT_ARGS, START, delta_assets
+from jobs.orchestration.dagkit import DEFAULT_ARGS, START, delta_assets, stream_pipeline
 
 
 @dag(
     dag_id="data_quality",
-    schedule=AssetAny(*delta_assets()),
+    schedule=AssetAny(*delta_assets(stream_pipeline())),
     start_date=START,
     catchup=False,
     max_active_runs=1,

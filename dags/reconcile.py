@@ -1,39 +1,48 @@
 """# reconcile
 
-The lake checks the RSVP pipeline's live views (`kappa batch reconcile --pipeline rsvp`;
-pipelines/rsvp/reconcile.py): recomputes from one snapshot of
-`bronze.rsvps_raw`, `silver.rsvps` and `ops.dlq` what Redis holds (city windows, distinct
-members per window, per-event responses, all-time topics) and compares it with Redis and with
-`gold.rsvp_summaries`. Every difference goes to `ops.reconciliation`, the counts to
-`platform.metrics`; a difference beyond its bound (0 for exact counts, 3 standard errors for
-HyperLogLog) fails the task once, without retries, with one alert. Runs after the daily batch;
-runbook: docs/runbooks/views-drift.md.
+The lake checks the live views of pipeline `{name}` (`kappa batch reconcile --pipeline {name}`;
+its own reconcile, or the engine's over its `reconcile:` section): recomputes from one snapshot of
+its loaded tables ({tables}) what Redis holds of its views ({views}) and compares them. Every
+difference goes to `ops.reconciliation`, the counts to `platform.metrics`; a difference beyond its
+bound (0 for exact counts, 3 standard errors for HyperLogLog) fails the task once, without
+retries, with one alert. Runs after the daily batch; runbook: docs/runbooks/views-drift.md.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from airflow.sdk import CronTriggerTimetable, dag, task
 
 from jobs.batch import tasks
-from jobs.orchestration.dagkit import DEFAULT_ARGS, START
+from jobs.orchestration.dagkit import DEFAULT_ARGS, START, delta_tables, listed, stream_pipeline
 
 
-@dag(
-    dag_id="reconcile",
-    schedule=CronTriggerTimetable("30 1 * * *", timezone="UTC"),
-    start_date=START,
-    catchup=False,
-    max_active_runs=1,
-    default_args=DEFAULT_ARGS,
-    doc_md=__doc__,
-    tags=["kappa", "batch", "reconcile"],
-)
-def reconcile():
-    @task
-    def compare_views() -> dict:
-        return tasks.reconcile_views(pipeline="rsvp")
+def reconcile_dag(spec: Any) -> Any:
+    """The daily reconcile of the pipeline's live views with the lake."""
+    pipeline = spec.name
+    views = "; ".join(f"`{name}`: {view.description}" if view.description else f"`{name}`"
+                      for name, view in spec.views.items()) or "none"
 
-    compare_views()
+    @dag(
+        dag_id="reconcile",
+        schedule=CronTriggerTimetable("30 1 * * *", timezone="UTC"),
+        start_date=START,
+        catchup=False,
+        max_active_runs=1,
+        default_args=DEFAULT_ARGS,
+        doc_md=__doc__.format(name=pipeline, tables=listed(delta_tables(spec)), views=views),
+        tags=["kappa", "batch", "reconcile"],
+    )
+    def reconcile():
+        @task
+        def compare_views() -> dict:
+            return tasks.reconcile_views(pipeline=pipeline)
+
+        compare_views()
+
+    return reconcile()
 
 
-reconcile()
+if (PIPELINE := stream_pipeline()) is not None:
+    reconcile_dag(PIPELINE)

@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 from dataclasses import asdict
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -19,6 +20,7 @@ from typer._click import exceptions as click_errors
 
 from jobs.common.config import KappaConfig, load_config
 from jobs.common.errors import KappaError
+from jobs.pipelines.cli import PIPELINE_OPTION
 
 console = Console()
 err_console = Console(stderr=True)
@@ -201,11 +203,18 @@ def show_config() -> None:
 
 
 @app.command("demo")
-def demo() -> None:
-    """Run the platform end to end on the embedded stack, as far as it is built (make demo)."""
-    from jobs.demo import run_demo
+def demo(pipeline: Annotated[str | None, PIPELINE_OPTION] = None) -> None:
+    """Run a pipeline's demo, the platform end to end on the embedded stack (make demo: the default's)."""
+    from jobs.common.errors import ConfigError
+    from jobs.pipelines.cli import pipeline_hook
 
-    raise typer.Exit(run_demo(config(), say=lambda line: console.print(line, highlight=False)))
+    spec, run = pipeline_hook(pipeline, "demo")
+    if run is None:
+        raise ConfigError(f"pipeline {spec.name} has no demo (no `demo:` in its pipeline.yaml); choose one "
+                          "that has with --pipeline NAME, or give it a demo file "
+                          "(docs/reference/pipeline-yaml.md)")
+    cfg = load_config(overrides={"pipelines.default": spec.name})   # the config's layer of that pipeline
+    raise typer.Exit(run(cfg, lambda line: console.print(line, highlight=False)))
 
 
 def _register_subcommands() -> None:

@@ -37,7 +37,7 @@ def progress(message: str) -> None:
 def _dag(spec: object, family: str) -> str:
     """The DAG that runs a pipeline's jobs of this family.
 
-    The factory's ``pipeline_<name>_gold`` for a pipeline the engine streams (dags/pipelines.py),
+    The factory's ``pipeline_<name>_gold`` for a pipeline the engine streams (dags/pipeline_factory.py),
     else ``batch_<family>`` (dags/batch_<family>.py).
     """
     from jobs.pipelines.spec import PipelineSpec

@@ -1,9 +1,10 @@
-"""The task layer of the DAGs the factory generates for each pipeline on the engine (dags/pipelines.py).
+"""The task layer of the DAGs the factory (dags/pipeline_factory.py) generates for each engine pipeline.
 
 Each task runs what an operator runs: ``kappa pipelines status | load | gold | reconcile NAME``
 as a subprocess of the task (its environment, so its ``KAPPA_*``), and the live run
-``kappa pipelines run NAME`` started detached through the RSVP job's own lifecycle functions
-(:mod:`jobs.orchestration.streaming`: the same lock check, start, health judgement and stop),
+``kappa pipelines run NAME`` started detached through the lifecycle functions of the live job of
+``kappa stream`` (:mod:`jobs.orchestration.streaming`: the same lock check, start, health
+judgement and stop),
 keyed by the query of the pipeline's current view version. Nothing here imports a pipeline's
 code or Spark: the commands do, in their own process.
 
@@ -135,7 +136,7 @@ def check_health(name: str, max_batch_age_s: float, max_offsets_behind: int) -> 
     """``pipeline_<name>_stream``: the live run's health from its last batch's metrics.
 
     A query no process runs fails the task at once (no retries): the next run of the DAG starts it.
-    Otherwise judged as ``streaming_lifecycle`` judges the RSVP job: only batches emitted since the
+    Otherwise judged as ``streaming_lifecycle`` judges ``kappa stream``'s job: only batches emitted since the
     running process started count; records behind: the source's latest offsets less the fence.
     """
     row = current_run(name)

@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 START_TIMEOUT_S = 180.0
 SETTLE_S = 5.0
 LIVE_COMMAND = ("stream", "run", "--mode", "live")
-"""The ``kappa`` command of the RSVP summaries' live job."""
+"""The ``kappa`` command of the default pipeline's live job (``streaming.job: kappa-stream``)."""
 
 
 class StreamingUnhealthy(KappaError):

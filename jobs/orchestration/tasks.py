@@ -122,7 +122,7 @@ def replay_range(rng, sinks: Iterable[str], dry_run: bool, start: datetime | Non
     report: dict[str, Any] = {"range": rng.as_dict(), "sinks": chosen, "dry_run": dry_run}
     with replay_guard(cfg, rng, hold=not dry_run):
         if dry_run:
-            report["would_write"] = {sink: _would_write(sink) for sink in chosen}
+            report["would_write"] = {sink: _would_write(cfg, sink) for sink in chosen}
             _say(f"dry run: nothing written; {report}")
             return report
         return _replay(cfg, rng, chosen, report)
@@ -140,9 +140,9 @@ def _replay(cfg, rng, chosen: list[str], report: dict[str, Any]) -> dict[str, An
     return report
 
 
-def _would_write(sink: str) -> str:
-    return {"kafka": "rsvps.analyzed, rsvps.dlq, rsvps.summaries for the range (keyed; duplicates "
-                     "removable by source offset)",
+def _would_write(cfg, sink: str) -> str:
+    topics = ", ".join((cfg.streaming.analyzed_topic, cfg.streaming.dlq_topic, cfg.streaming.summaries_topic))
+    return {"kafka": f"{topics} for the range (keyed; duplicates removable by source offset)",
             "redis": "summary increments fenced per partition (already applied offsets are skipped)",
             "delta": "the loader's tables fed by the source topic, up to the range's end offsets"}[sink]
 

@@ -49,8 +49,8 @@ def pipeline_spec(name: str | None):
 def pipeline_hook(name: str | None, key: str):
     """A pipeline's ``pipeline.yaml`` and the function of the file it names with ``key``, or None.
 
-    ``key`` is ``generator`` or ``collect`` (:data:`jobs.pipelines.registry.HOOKS`); only that file
-    is imported, not the pipeline's code. The pipeline defaults as in :func:`pipeline_spec`.
+    ``key`` is ``generator``, ``collect`` or ``demo`` (:data:`jobs.pipelines.registry.HOOKS`); only
+    that file is imported, not the pipeline's code. The pipeline defaults as in :func:`pipeline_spec`.
     """
     from jobs.pipelines.registry import load_hook
 

@@ -29,9 +29,10 @@ if TYPE_CHECKING:
 
 SPEC_FILE = "pipeline.yaml"
 PATH_ENV = "KAPPA_PIPELINES_PATH"
-HOOKS = {"generator": "lines", "collect": "check", "summaries": "read"}
-"""The light files a pipeline may name (each imported alone, without its code), and the function
-each defines (:mod:`jobs.pipelines.generate`, :mod:`jobs.common.structure`, ``kappa summaries``)."""
+HOOKS = {"generator": "lines", "collect": "check", "summaries": "read", "demo": "run"}
+"""The light files a pipeline may name beside its code (each imported alone, without the code), and
+the function each defines: for the collector tier (:mod:`jobs.pipelines.generate`,
+:mod:`jobs.common.structure`), ``kappa summaries`` and ``kappa demo``."""
 
 
 @dataclass
@@ -112,7 +113,7 @@ def load_spec(folder: Path) -> Loaded:
     """Read a pipeline folder's ``pipeline.yaml`` only: its code is not imported (``code`` stays None).
 
     For what must stay cheap and must not run a pipeline's code, such as parsing the DAG factory
-    (dags/pipelines.py).
+    (dags/pipeline_factory.py).
     """
     loaded = Loaded(folder)
     try:

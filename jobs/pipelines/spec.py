@@ -137,6 +137,9 @@ class PipelineSpec(Section):
     summaries: str | None = None
     """A Python file beside ``pipeline.yaml`` defining ``read(cfg, view, key, windows, n)``, what
     ``kappa summaries VIEW`` reads of a kappa-stream pipeline's views; None: it has no such command."""
+    demo: str | None = None
+    """A Python file beside ``pipeline.yaml`` defining ``run(cfg, say)``, what ``kappa demo --pipeline
+    NAME`` runs end to end on the embedded stack (its exit code); None: the pipeline has no demo."""
     source: TopicDecl
     outputs: Outputs
     event_time: EventTime = Field(default_factory=EventTime)

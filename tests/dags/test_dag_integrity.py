@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 import pytest
 
-# dags/pipelines.py: the shipped engine pipeline `cards` (pipelines/cards/pipeline.yaml) gets all four
+from tests.dags.conftest import DAGS, patched_environ
+
+# dags/pipeline_factory.py: the shipped engine pipeline `cards` (pipelines/cards/pipeline.yaml) gets all four
 PIPELINE_DAGS = {f"pipeline_cards_{what}" for what in ("stream", "load", "gold", "reconcile")}
 EXPECTED = {"streaming_lifecycle", "kafka_to_delta", "data_quality", "delta_maintenance", "replay",
             "backfill", "checkpoint_recovery", "reprocess", "batch_gold", "batch_ops", "reconcile",
             *PIPELINE_DAGS}
 MANUAL = {"backfill", "checkpoint_recovery", "reprocess"}
+# the DAGs of the default pipeline `kappa stream` runs (pipelines.default: rsvp, pipelines/rsvp/pipeline.yaml)
+STREAM_PIPELINE_DAGS = {"streaming_lifecycle", "backfill", "batch_gold", "batch_ops", "reconcile"}
 
 
 def test_every_dag_imports_without_errors(dagbag):
@@ -124,3 +129,32 @@ def test_reprocess_structure_waits_without_a_slot_and_gates_promote_on_a_human(d
     assert dag.params["max_behind"] is None and dag.params["grace_minutes"] == 60
     schema = dag.params.get_param("version").schema
     assert schema["type"] == "integer" and schema["minimum"] == 2
+
+
+def test_the_stream_pipelines_dags_document_its_own_names(dagbag):
+    docs = {dag_id: dagbag.dags[dag_id].doc_md for dag_id in STREAM_PIPELINE_DAGS}
+    assert all("pipeline `rsvp`" in doc for doc in docs.values()), docs
+    assert ("`gold.city_daily`, `gold.topic_daily` and `gold.event_stats`" in docs["batch_gold"]
+            and "(`bronze.rsvps_raw` and `silver.rsvps`," in docs["batch_gold"])
+    assert "`ops.dlq_daily`" in docs["batch_ops"] and "changed `ops.dlq`" in docs["batch_ops"]
+    assert "query `rsvps-live`" in docs["streaming_lifecycle"]
+    assert "`rsvps.summaries`" in docs["streaming_lifecycle"]
+    assert "offset range** of `rsvps.raw`" in docs["backfill"]
+    assert "`silver.rsvps`" in docs["reconcile"] and "`members`: distinct members" in docs["reconcile"]
+    assert dagbag.dags["backfill"].params["starting_offsets"] == '{"0": 0, "1": 0, "2": 0}'  # 3 partitions
+
+
+def test_without_a_valid_default_pipeline_every_file_parses_and_its_dags_are_left_out(tmp_path, caplog):
+    from airflow.dag_processing.dagbag import DagBag
+
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "pipeline.yaml").write_text("name: broken\nsource: {topic: broken.in}\n")
+    env = {"KAPPA_PIPELINES_PATH": str(tmp_path), "KAPPA_PIPELINES__DEFAULT": "broken"}
+    with patched_environ(env), caplog.at_level(logging.WARNING):
+        bag = DagBag(dag_folder=str(DAGS))
+
+    assert bag.import_errors == {}
+    assert set(bag.dag_ids) == EXPECTED - STREAM_PIPELINE_DAGS
+    assert bag.dags["data_quality"].timetable.asset_condition.objects == ()   # no tables, no trigger
+    warned = {r.getMessage() for r in caplog.records if r.name == "jobs.orchestration.dagkit"}
+    assert len(warned) == 1 and "pipeline broken" in next(iter(warned)) and "outputs" in next(iter(warned))

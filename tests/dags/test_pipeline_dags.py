@@ -1,7 +1,7 @@
-"""The DAG factory (dags/pipelines.py): each engine pipeline's DAGs from its pipeline.yaml alone.
+"""The DAG factory (dags/pipeline_factory.py): each engine pipeline's DAGs from its pipeline.yaml alone.
 
 Pipelines are written into the test's folder and found through KAPPA_PIPELINES_PATH, as an
-operator's would be; the DagBag parses dags/pipelines.py with that variable set. The last test
+operator's would be; the DagBag parses dags/pipeline_factory.py with that variable set. The last test
 runs the stream DAG of a tiny pipeline against the session's stack with ``dag.test()``.
 """
 
@@ -23,7 +23,7 @@ from tests.dags.conftest import DAGS, patched_environ
 from tests.integration.pipelines.tiny import write_tiny
 
 airflow_db = runs.airflow_db  # the module fixture of the other dag.test runs
-FACTORY = DAGS / "pipelines.py"
+FACTORY = DAGS / "pipeline_factory.py"
 SHIPPED = {f"pipeline_cards_{what}" for what in ("stream", "load", "gold", "reconcile")}
 FULL = """\
 name: full

@@ -203,3 +203,29 @@ def test_kappa_batch_acts_on_the_pipeline_named_or_the_configured_one() -> None:
             in wrong.stderr)
     ranged = kappa("reconcile", "--pipeline", "cards", "--from", "2026-01-01", "--to", "2026-01-02")
     assert ranged.returncode == 2 and "pipeline cards reconciles whole views" in ranged.stderr
+
+
+def test_kappa_demo_runs_the_pipelines_demo_file_and_refuses_a_pipeline_without_one(tmp_path: Path) -> None:
+    from jobs.pipelines.registry import load_hook
+
+    [rsvp] = [folder for folder in discover({}) if folder.name == "rsvp"]
+    spec = load(rsvp).spec
+    assert spec is not None and spec.demo == "demo.py"
+    assert load_hook(rsvp, spec, "demo").__name__ == "run"   # `make demo`: pipelines/rsvp/demo.py
+    folder = write(tmp_path, "tiny")
+    (folder / "pipeline.yaml").write_text((folder / "pipeline.yaml").read_text() + "demo: show.py\n")
+    assert lines_of(folder) == [
+        "pipeline tiny: demo: show.py does not exist beside pipeline.yaml; create it or fix `demo:`"]
+    (folder / "show.py").write_text("def run(cfg, say):\n    say(f'demo of {cfg.pipelines.default}')\n"
+                                    "    return 3\n")
+    env = {**os.environ, PATH_ENV: str(tmp_path)}
+
+    def kappa(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*KAPPA, "demo", *args], env=env, cwd=REPO, text=True, capture_output=True,
+                              timeout=120, check=False)
+
+    ran = kappa("--pipeline", "tiny")
+    assert (ran.returncode, ran.stdout) == (3, "demo of tiny\n"), ran.stderr   # its config, its exit code
+    none = kappa("--pipeline", "cards")
+    assert none.returncode == 2 and none.stdout == ""
+    assert none.stderr.startswith("error: pipeline cards has no demo (no `demo:` in its pipeline.yaml)")

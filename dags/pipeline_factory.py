@@ -1,4 +1,4 @@
-"""# pipelines
+"""# pipeline_factory
 
 The DAG factory: for every valid pipeline the engine runs (`streaming.job: engine`, found as
 `kappa pipelines list` finds them), the DAGs `pipeline_<name>_<what>`, tagged
@@ -25,7 +25,7 @@ from typing import Any
 from airflow.sdk import CronDataIntervalTimetable, CronTriggerTimetable, dag, task
 
 from jobs.orchestration import pipeline_tasks
-from jobs.orchestration.dagkit import DEFAULT_ARGS, START, lifecycle_params
+from jobs.orchestration.dagkit import DEFAULT_ARGS, START, lifecycle_params, lifecycle_tasks
 
 logger = logging.getLogger(__name__)
 
@@ -70,25 +70,9 @@ def stream_dag(spec: Any) -> Any:
 
     @dag(**_dag_args(spec, "stream", STREAM_EVERY, {}), params=lifecycle_params())
     def stream():
-        @task.branch
-        def choose(params=None) -> str:
-            return "stop" if params["action"] == "stop" else "ensure_running"
-
-        @task(retries=5, retry_delay=timedelta(seconds=30), retry_exponential_backoff=True)
-        def ensure_running() -> dict:
-            return pipeline_tasks.ensure_running(name)
-
-        @task(retries=2, retry_delay=timedelta(seconds=60))
-        def check_health(params=None) -> dict:
-            return pipeline_tasks.check_health(name, params["max_batch_age_s"], params["max_offsets_behind"])
-
-        @task
-        def stop() -> dict:
-            return pipeline_tasks.stop_running(name)
-
-        started = ensure_running()
-        choose() >> [started, stop()]
-        started >> check_health()
+        lifecycle_tasks(lambda: pipeline_tasks.ensure_running(name),
+                        lambda age, behind: pipeline_tasks.check_health(name, age, behind),
+                        lambda: pipeline_tasks.stop_running(name))
 
     return stream()
 

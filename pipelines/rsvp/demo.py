@@ -1,4 +1,6 @@
-"""``kappa demo``: run the platform end to end on the embedded stack, as far as it is built.
+"""The RSVP pipeline's demo: the platform end to end on the embedded stack (``kappa demo``, ``make demo``).
+
+``demo:`` in pipeline.yaml names this file; ``kappa demo`` imports it on its own and calls :func:`run`.
 
 Steps: start the stack, apply the topics, collect the shipped sample of RSVP events into
 ``rsvps.raw`` through the collector (durable log, then Kafka), run the streaming job over this
@@ -27,8 +29,8 @@ NEXT_STEPS = (
 )
 
 
-def run_demo(cfg: KappaConfig, say: Callable[[str], None]) -> int:
-    """Run every built step; return 0 when the counts reconcile."""
+def run(cfg: KappaConfig, say: Callable[[str], None]) -> int:
+    """Run every step; return 0 when the counts reconcile."""
     from jobs.common.stack import EmbeddedStack
     from jobs.common.topics import apply_topics, list_topics
 
