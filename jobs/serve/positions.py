@@ -37,17 +37,17 @@ def encode(vector: Mapping[str, list[int]], version: int = 1) -> str:
     return body if version == 1 else f"v{version}/{body}"
 
 
-def view_of(event_id: str) -> int:
+def view_of(position_id: str) -> int:
     """The view version an event id belongs to (1 without a tag)."""
-    tag, sep, _ = event_id.strip().partition("/")
+    tag, sep, _ = position_id.strip().partition("/")
     if sep and tag.startswith("v") and tag[1:].isdigit():
         return int(tag[1:])
     return 1
 
 
-def parse(event_id: str) -> Vector:
+def parse(position_id: str) -> Vector:
     """Parse an event id back to a vector; raise PositionError saying what is wrong."""
-    text = event_id.strip()
+    text = position_id.strip()
     if view_of(text) != 1:
         text = text.partition("/")[2]
     if not text or len(text) > MAX_ID_CHARS:

@@ -43,18 +43,18 @@ class Record:
     """Each filter dimension's values the record carries (case-folded), by dimension name."""
     kind: str | None = None
     sse_event: str = SUMMARY_EVENT
-    event_id: str = ""
+    position_id: str = ""
     source: tuple[str, int, int] | None = None
     """An analyzed record's source position (source_topic, source_partition, source_offset)."""
     sse: bytes = b""
     ws: str = ""
 
-    def with_id(self, event_id: str) -> Record:
+    def with_id(self, position_id: str) -> Record:
         """The record with its position id and pre-encoded frames."""
-        sse = f"id: {event_id}\nevent: {self.sse_event}\ndata: {self.data}\n\n".encode()
-        ws = (f'{{"type":"event","id":"{event_id}","stream":"{self.stream}",'
+        sse = f"id: {position_id}\nevent: {self.sse_event}\ndata: {self.data}\n\n".encode()
+        ws = (f'{{"type":"event","id":"{position_id}","stream":"{self.stream}",'
               f'"partition":{self.partition},"offset":{self.offset},"data":{self.data}}}')
-        return replace(self, event_id=event_id, sse=sse, ws=ws)
+        return replace(self, position_id=position_id, sse=sse, ws=ws)
 
 
 @dataclass(frozen=True, slots=True)

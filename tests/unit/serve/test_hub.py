@@ -68,7 +68,7 @@ def test_ring_serves_missed_records_after_a_resume_point():
         sub = Subscriber(Filter(), 10, 0.5)
         missed = hub.join(sub, {"analyzed": [1, 1], "summaries": [0]})
         assert [(r.partition, r.offset) for r in missed] == [(0, 1), (1, 1)]
-        assert missed[0].event_id == "a:2,1;s:0"
+        assert missed[0].position_id == "a:2,1;s:0"
         hub.publish([rec(1, 2)])
         assert [(r.partition, r.offset) for r in await sub.take(10)] == [(1, 2)]
 
@@ -105,7 +105,7 @@ def test_a_live_gap_reaches_subscribers_in_order_and_the_ring_stops_covering_it(
         hub.publish([rec(0, 5)])
         items = await live.take(10)
         assert [getattr(i, "offset", getattr(i, "status", None)) for i in items] == [0, 1, "not_retained", 5]
-        assert items[-1].event_id == "a:6;s:0"
+        assert items[-1].position_id == "a:6;s:0"
         assert not other.queue
         assert hub.join(Subscriber(Filter(), 10, 0.5), {"analyzed": [2], "summaries": [0]}) is None
         assert [r.offset for r in hub.join(Subscriber(Filter(), 10, 0.5),
