@@ -24,8 +24,8 @@ $(VENV)/.installed: requirements/lock.txt pyproject.toml
 	$(BIN)/uv pip sync --quiet --compile-bytecode --python $(BIN)/python requirements/lock.txt
 	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .
 	@$(BIN)/python -m compileall -q jobs dags > /dev/null  # bytecode: see "Bytecode" in README
-	@$(BIN)/python -m jobs.common.spark_bytecode  # pyspark's own zips: docs/explanation/streaming-performance.md
-	@SPARK_LOCAL_IP=127.0.0.1 $(BIN)/python -m jobs.common.jvm_archive  # the local Spark JVM's classes, archived
+	@$(BIN)/python -m jobs.spark.bytecode  # pyspark's own zips: docs/explanation/streaming-performance.md
+	@SPARK_LOCAL_IP=127.0.0.1 $(BIN)/python -m jobs.spark_service.archive  # the local Spark JVM's classes, archived
 	@touch $@
 
 $(CHECKOV_VENV)/.installed: requirements/checkov-lock.txt $(VENV)/.installed

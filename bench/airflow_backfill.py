@@ -38,7 +38,7 @@ from replay_cli import forget
 from streaming_support import FAULTS, PARTITIONS, exit_on_sigterm, new_topic
 
 from jobs.collector.producer import producer_config
-from jobs.common.config import PROJECT_ROOT, load_config
+from jobs.config.load import PROJECT_ROOT, load_config
 from pipelines.rsvp.generator import RsvpGenerator
 
 

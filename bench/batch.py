@@ -127,8 +127,8 @@ def run(rows: int, days: int) -> dict:
 
     from jobs.batch.jobs import pipeline_jobs
     from jobs.batch.run import batch_spark, date_range, run_job
-    from jobs.common.config import load_config
-    from jobs.common.delta import table_uri
+    from jobs.config.load import load_config
+    from jobs.lake.delta import table_uri
 
     with tempfile.TemporaryDirectory(prefix="kappa-bench-batch-") as root:
         for name, table in generate(rows, days).items():

@@ -63,7 +63,7 @@ def run(rows: int, days: int, rounds: int) -> dict:
     """Write the lake, time the cold runs, start a service, time the attached runs; the figures."""
     from deltalake import write_deltalake
 
-    from jobs.common.delta import table_uri
+    from jobs.lake.delta import table_uri
 
     tables = generate(rows, days)
     first = START - timedelta(days=1)   # the generated dates and one empty date on each side

@@ -35,8 +35,8 @@ sys.path.insert(0, str(REPO))
 from jobs.collector import pull  # noqa: E402
 from jobs.collector.producer import producer_config  # noqa: E402
 from jobs.collector.service import Collector, Settings  # noqa: E402
-from jobs.common.config import load_config  # noqa: E402
-from jobs.common.stack import EmbeddedStack  # noqa: E402
+from jobs.config.load import load_config  # noqa: E402
+from jobs.stack.embedded import EmbeddedStack  # noqa: E402
 from pipelines.rsvp.generator import RsvpGenerator  # noqa: E402
 from pipelines.rsvp.schema import check_record  # noqa: E402
 

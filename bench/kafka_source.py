@@ -33,8 +33,8 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from jobs.common.config import KappaConfig, load_config
-from jobs.common.kafka.arrow import arrow_schema, to_record_batch
+from jobs.config.load import KappaConfig, load_config
+from jobs.kafka.arrow import arrow_schema, to_record_batch
 
 PARTITIONS = 3
 PER_TRIGGER = 50_000
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg = _config(args.bootstrap, Path(folder))
         stack = None
         if args.bootstrap is None:
-            from jobs.common.stack import EmbeddedStack
+            from jobs.stack.embedded import EmbeddedStack
 
             stack = EmbeddedStack(cfg)
         try:
@@ -64,8 +64,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(cfg: KappaConfig, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     """Measure raw consume vs the Spark source and raw produce vs the Spark sink, interleaved."""
-    from jobs.common.kafka.adapter import read_kafka, write_kafka
-    from jobs.common.spark import build_spark
+    from jobs.spark.kafka_io import read_kafka, write_kafka
+    from jobs.spark.session import build_spark
 
     records, record_bytes, repeats = args.records, args.record_bytes, args.repeats
     props = cfg.kafka.client_config()
@@ -128,7 +128,7 @@ class _Streams:
         self.trigger_ms: dict[str, dict[str, float]] = {}
 
     def run(self, name: str, options: dict[str, Any]) -> float:
-        from jobs.common.kafka.adapter import read_kafka
+        from jobs.spark.kafka_io import read_kafka
 
         df = read_kafka(self.spark, self.cfg, topics=self.topic, stream=True,
                         options={"maxOffsetsPerTrigger": self.per_trigger, **options})
@@ -161,7 +161,7 @@ ROUNDS: dict[str, Callable[[dict[str, Any]], float]] = {
 
 def write_sink(v: dict[str, Any]) -> None:
     """The sink round: ``write_kafka`` of the cached rows to a fresh topic."""
-    from jobs.common.kafka.adapter import write_kafka
+    from jobs.spark.kafka_io import write_kafka
 
     write_kafka(v["rows"], v["cfg"], topic=_topic(v["props"]))
 

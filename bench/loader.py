@@ -32,8 +32,8 @@ from deltalake import DeltaTable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobs.common.config import load_config
-from jobs.common.delta import Commit, table_uri, write_delta
+from jobs.config.load import load_config
+from jobs.lake.delta import Commit, table_uri, write_delta
 from jobs.loader.maintain import maintain_table
 from jobs.loader.tables import LoadTarget, specs
 
@@ -66,7 +66,7 @@ def _timed(fn) -> tuple[Any, float]:
 
 
 def run(records: int, batches: int, root: Path) -> dict[str, Any]:
-    from jobs.common.spark import build_spark
+    from jobs.spark.session import build_spark
 
     cfg = load_config("test", environ={"KAPPA_LAKE__ROOT": str(root / "lake")})
     spark = build_spark(cfg, app_name="kappa-bench-loader")

@@ -53,8 +53,8 @@ def main(sizes: str | None, child: str | None, table: str = "bronze.rsvps_raw") 
 
 
 def _compare(sizes: list[int], folder: Path, table: str) -> dict[str, Any]:
-    from jobs.common.config import load_config
-    from jobs.common.stack import EmbeddedStack
+    from jobs.config.load import load_config
+    from jobs.stack.embedded import EmbeddedStack
 
     overrides: dict[str, Any] = {
         "redis.embedded": False, "spark.ui_enabled": False, "spark.master": "local[2]",
@@ -110,7 +110,7 @@ def _launch(spec: dict[str, Any]) -> dict[str, Any]:
 
 def _one_run(spec: dict[str, Any]) -> dict[str, Any]:
     """In a fresh process: build Spark, load ``records`` offsets, report time and memory."""
-    from jobs.common.config import load_config
+    from jobs.config.load import load_config
     from jobs.loader.load import run_load
     from jobs.loader.offsets import parse_until
     from jobs.loader.scale import loader_spark
@@ -148,7 +148,7 @@ def _one_run(spec: dict[str, Any]) -> dict[str, Any]:
     if merge and not error:  # the merge's answer: one row per distinct rsvp id
         from deltalake import DeltaTable
 
-        from jobs.common.delta import table_uri
+        from jobs.lake.delta import table_uri
 
         out["table_rows"] = DeltaTable(table_uri(cfg.lake.root, spec["table"])).count()
         out["expected_table_rows"] = len(set(analyzed_ids(records)))

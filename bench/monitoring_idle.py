@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.serve import free_port, platform
 from bench.serve_idle import cpu_seconds
-from jobs.common.config import load_config
+from jobs.config.load import load_config
 from jobs.monitoring.local import RULES, prometheus_config, start_prometheus, wait_ready
 
 REPO = Path(__file__).resolve().parents[1]

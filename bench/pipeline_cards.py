@@ -50,8 +50,8 @@ from replay_cli import forget, loop_timing, timed
 from streaming_cpu import settle
 from streaming_support import drop_topics, exit_on_sigterm, new_topic
 
-from jobs.common.config import PROJECT_ROOT, load_config
-from jobs.common.kafka.client import producer_config
+from jobs.config.load import PROJECT_ROOT, load_config
+from jobs.kafka.client import producer_config
 from jobs.streaming.state import checkpoint_path
 from pipelines.cards import generator
 

@@ -27,8 +27,8 @@ import redis
 from confluent_kafka import Consumer, Producer, TopicPartition
 from streaming_loop import CONSUME_BATCH, _send
 
-from jobs.common.config import load_config
-from jobs.common.kafka.client import producer_config
+from jobs.config.load import load_config
+from jobs.kafka.client import producer_config
 from jobs.streaming.dead_letters import dead_letter_headers, dead_letter_value
 from pipelines.cards import rules
 from pipelines.cards.pipeline import STATE_TTL_S

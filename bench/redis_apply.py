@@ -29,8 +29,8 @@ import pyarrow as pa
 import redis
 from streaming_support import exit_on_sigterm
 
-from jobs.common.config import load_config
-from jobs.common.stack import REDIS_PERSISTENCE, redis_server_binary
+from jobs.config.load import load_config
+from jobs.stack.embedded import REDIS_PERSISTENCE, redis_server_binary
 from jobs.streaming.aggregates import increments_table
 from jobs.streaming.redis_script import FencedApply
 from jobs.streaming.redis_sink import RedisSummarySink

@@ -51,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from streaming_cpu import MachineCpu, service_pids, settle
 from streaming_support import PARTITIONS, drop_topics, exit_on_sigterm, new_topic, percentiles, produce
 
-from jobs.common.config import PROJECT_ROOT, load_config
+from jobs.config.load import PROJECT_ROOT, load_config
 from jobs.orchestration.settings import free_port
 
 WORKLOADS = ("skewed", "high-cardinality")

@@ -43,9 +43,9 @@ from streaming_cpu import settle
 from streaming_latency import _paced, _visible, fence_offsets
 from streaming_support import PARTITIONS, exit_on_sigterm, new_topic, percentiles, produce
 
-from jobs.common.config import PROJECT_ROOT, load_config
-from jobs.common.views import version_config
+from jobs.config.load import PROJECT_ROOT, load_config
 from jobs.reprocess.core import job_pid, version_status
+from jobs.views.versions import version_config
 
 
 class FencePoller(threading.Thread):

@@ -28,8 +28,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from jobs.common.config import load_config  # noqa: E402
-from jobs.common.stack import EmbeddedStack  # noqa: E402
+from jobs.config.load import load_config  # noqa: E402
+from jobs.stack.embedded import EmbeddedStack  # noqa: E402
 
 MARK = b'"kafka_timestamp_ms": '
 

@@ -38,8 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the bench's sibling 
 from streaming_cpu import load_avg
 from streaming_support import produce
 
-from jobs.common.config import PROJECT_ROOT, load_config
-from jobs.common.processes import session_alive
+from jobs.config.load import PROJECT_ROOT, load_config
+from jobs.host.processes import session_alive
 
 KAPPA = [sys.executable, "-m", "jobs.cli"]
 TASK = ("import json, logging, sys; from jobs.orchestration.tasks import backfill_offsets; "
@@ -59,8 +59,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace, env: dict[str, str], folder: Path) -> dict[str, Any]:
-    from jobs.common.stack import EmbeddedStack
-    from jobs.common.topics import apply_topics, list_topics
+    from jobs.kafka.topics import apply_topics, list_topics
+    from jobs.stack.embedded import EmbeddedStack
 
     cfg = load_config(environ=env)
     stack = EmbeddedStack(cfg)

@@ -32,8 +32,8 @@ import streaming_latency
 from spark_service_nice import KAPPA, attachable, replay
 from streaming_support import PARTITIONS, drop_topics, exit_on_sigterm, new_topic, produce
 
-from jobs.common.config import PROJECT_ROOT, load_config
-from jobs.common.spark_state import read_state
+from jobs.config.load import PROJECT_ROOT, load_config
+from jobs.spark.service_state import read_state
 
 SCENARIOS = ("alone", "replay_nice0", "replay_nice10")
 

@@ -53,8 +53,8 @@ from streaming_support import (
     produce,
 )
 
-from jobs.common.config import PROJECT_ROOT, load_config
-from jobs.common.spark_state import read_state
+from jobs.config.load import PROJECT_ROOT, load_config
+from jobs.spark.service_state import read_state
 
 KAPPA = [sys.executable, "-m", "jobs.cli"]
 WAYS = ("cold", "warm_idle_nice", "warm_caller_nice")

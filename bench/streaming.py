@@ -79,7 +79,7 @@ from streaming_support import (
     produce,
 )
 
-from jobs.common.config import KappaConfig, load_config
+from jobs.config.load import KappaConfig, load_config
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,7 +101,7 @@ def _embedded_stack(cfg: KappaConfig, start: bool) -> Iterator[None]:
     if not start:
         yield
         return
-    from jobs.common.stack import EmbeddedStack
+    from jobs.stack.embedded import EmbeddedStack
 
     stack = EmbeddedStack(cfg)
     try:

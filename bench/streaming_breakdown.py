@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from jobs.common.config import KappaConfig
+from jobs.config.load import KappaConfig
 from jobs.streaming.task import TASK_SCHEMA, TaskPlan, batch_task
 from pipelines.rsvp.records import RECORDS
 
@@ -27,8 +27,8 @@ MODES = ("read", "process", "produce")
 def breakdown(cfg: KappaConfig, source: str, records: int, per_trigger: int, folder: str,
               cpu_seconds: Callable[[], float]) -> dict[str, Any]:
     """Run the three modes in order; their wall times and CPU per event."""
-    from jobs.common.kafka.adapter import read_options
-    from jobs.common.spark import build_spark
+    from jobs.spark.kafka_io import read_options
+    from jobs.spark.session import build_spark
 
     spark = build_spark(cfg)
     s, props = cfg.streaming, cfg.kafka.client_config()

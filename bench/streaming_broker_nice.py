@@ -31,7 +31,7 @@ from streaming_cpu import settle
 from streaming_replay import replay
 from streaming_support import PARTITIONS, drop_topics, job_config, new_topic, output_topics, produce
 
-from jobs.common.stack import SNAPSHOT_THREAD
+from jobs.stack.embedded import SNAPSHOT_THREAD
 
 SETTINGS = {"all_at_10": (10, 10), "snapshot_19_others_0": (0, 19)}
 """Name -> (nice of the request threads, nice of the ``autosave`` thread)."""

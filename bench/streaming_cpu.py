@@ -112,7 +112,7 @@ class MachineCpu:
 
 def service_pids(cfg: Any) -> list[int]:
     """The pids of the services a run on ``cfg`` uses: the embedded stack's and the Spark service."""
-    from jobs.common.spark_state import read_state
+    from jobs.spark.service_state import read_state
 
     pids = []
     for pidfile in Path(cfg.stack.data_dir).glob("*.pid"):

@@ -16,8 +16,8 @@ from confluent_kafka import Producer
 from streaming_cpu import Sampler
 from streaming_support import FAULTS, PARTITIONS, job_config, new_topic, percentiles, produce
 
-from jobs.common.config import KappaConfig
-from jobs.common.kafka.client import producer_config
+from jobs.config.load import KappaConfig
+from jobs.kafka.client import producer_config
 from jobs.streaming.fence_fields import parse_fence
 from pipelines.rsvp.generator import RsvpGenerator
 

@@ -24,8 +24,8 @@ from typing import Any
 import msgspec
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from jobs.common.config import KappaConfig
-from jobs.common.kafka.client import producer_config
+from jobs.config.load import KappaConfig
+from jobs.kafka.client import producer_config
 from jobs.streaming.applier import BatchEffects, EffectsWriter
 from jobs.streaming.dead_letters import dead_letter_headers, dead_letter_value
 from jobs.streaming.members import add_members
@@ -177,7 +177,7 @@ def main() -> None:
     import argparse
     import json
 
-    from jobs.common.config import load_config
+    from jobs.config.load import load_config
 
     parser = argparse.ArgumentParser(description="the hand-written one-process loop over a topic")
     parser.add_argument("--source", required=True)

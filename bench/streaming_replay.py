@@ -13,7 +13,7 @@ from itertools import pairwise
 from statistics import median
 from typing import Any
 
-from jobs.common.config import KappaConfig
+from jobs.config.load import KappaConfig
 
 
 def summary(jobs: list[dict[str, Any]], loops: list[dict[str, Any]]) -> dict[str, Any]:

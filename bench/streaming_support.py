@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from streaming_cpu import settle
 
 from jobs.collector.producer import producer_config as collector_producer_config
-from jobs.common.config import KappaConfig
+from jobs.config.load import KappaConfig
 from pipelines.rsvp.generator import FaultMix, RsvpGenerator
 
 PARTITIONS = 3

@@ -42,9 +42,9 @@ import streaming as bench
 from streaming_cpu import settle, with_cpu
 from streaming_support import PARTITIONS, drop_topics, new_topic
 
-from jobs.common.config import KappaConfig
-from jobs.common.kafka.adapter import read_options
-from jobs.common.kafka.offsets import OffsetRange, group_ranges
+from jobs.config.load import KappaConfig
+from jobs.kafka.offsets import OffsetRange, group_ranges
+from jobs.spark.kafka_io import read_options
 from jobs.streaming.task import RANGE_COLUMNS, TaskPlan, batch_task
 from jobs.streaming.task_output import task_timings
 from pipelines.rsvp.records import RECORDS

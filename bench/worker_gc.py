@@ -4,7 +4,7 @@ pyspark's worker daemon runs a full ``gc.collect()`` in a worker after every tas
 daemons import the tasks' libraries before they fork (jobs/streaming/daemon.py: pyarrow, pandas,
 confluent-kafka, redis, pyspark's worker; jobs/loader/daemon.py: Great Expectations), so that
 collection visits every inherited object unless the daemon froze them first
-(jobs/common/worker_daemon.py). This measures exactly that, without Spark: the process imports
+(jobs/spark/worker_daemon.py). This measures exactly that, without Spark: the process imports
 what the chosen daemon imports, then for each variant forks ``--workers`` children one after
 another; each child allocates a task's worth of objects (``--task-objects`` parsed-record-like
 dicts, then dropped), then times pyspark's post-task ``gc.collect()`` ``--tasks`` times (a

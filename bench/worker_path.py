@@ -3,7 +3,7 @@
 Every fresh worker's first task calls ``importlib.invalidate_caches()`` (pyspark's
 ``setup_spark_files``); in Python 3.11 every zip importer on the path then re-reads its archive's
 directory. This starts a real local Spark once per daemon module (pyspark's own and the
-project's, which takes Spark's zips and jar off the path: jobs/common/worker_daemon.py) and, in a
+project's, which takes Spark's zips and jar off the path: jobs/spark/worker_daemon.py) and, in a
 task, times that call and lists the zip importers and where pyspark was imported from. Prints
 one JSON object. Never run as a timed test.
 

@@ -18,8 +18,8 @@ from rich.console import Console
 from rich.table import Table
 from typer._click import exceptions as click_errors
 
-from jobs.common.config import KappaConfig, load_config
-from jobs.common.errors import KappaError
+from jobs.config.load import KappaConfig, load_config
+from jobs.errors import KappaError
 from jobs.pipelines.cli import PIPELINE_OPTION
 
 console = Console()
@@ -48,7 +48,7 @@ def _root(
     logging.basicConfig(level=level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     # librdkafka logs a line per reconnect attempt: shown with -v, else only our `error:` line
-    logging.getLogger("jobs.common.kafka.librdkafka").setLevel(
+    logging.getLogger("jobs.kafka.librdkafka").setLevel(
         logging.DEBUG if verbose else logging.CRITICAL + 1)
 
 
@@ -65,7 +65,7 @@ def progress(message: str) -> None:
 @stack_app.command("up")
 def stack_up() -> None:
     """Start the embedded Kafka broker and Redis (only those with embedded: true); wait for health."""
-    from jobs.common.stack import EmbeddedStack
+    from jobs.stack.embedded import EmbeddedStack
 
     _print_status(EmbeddedStack(config()).up(progress=progress), as_json=False)
 
@@ -73,7 +73,7 @@ def stack_up() -> None:
 @stack_app.command("down")
 def stack_down(wipe: bool = typer.Option(False, "--wipe", help="Also delete the stack's data.")) -> None:
     """Stop what `kappa stack up` started (by pidfile); data is kept unless --wipe."""
-    from jobs.common.stack import EmbeddedStack
+    from jobs.stack.embedded import EmbeddedStack
 
     EmbeddedStack(config()).down(wipe=wipe, progress=progress)
 
@@ -81,7 +81,7 @@ def stack_down(wipe: bool = typer.Option(False, "--wipe", help="Also delete the 
 @stack_app.command("status")
 def stack_status(as_json: bool = JSON_OPTION) -> None:
     """Show each service, its address, pid and health; exit 1 if any is unhealthy."""
-    from jobs.common.stack import EmbeddedStack
+    from jobs.stack.embedded import EmbeddedStack
 
     rows = EmbeddedStack(config()).status()
     _print_status(rows, as_json)
@@ -95,7 +95,7 @@ def stack_logs(
     lines: int = typer.Option(50, "--lines", "-n", help="How many lines from the end."),
 ) -> None:
     """Print the end of an embedded service's log."""
-    from jobs.common.stack import EmbeddedStack
+    from jobs.stack.embedded import EmbeddedStack
 
     if service not in ("kafka", "redis"):
         raise typer.BadParameter(f"unknown service {service!r}; choose kafka or redis")
@@ -130,7 +130,7 @@ def topics_apply(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Create missing topics and align their configs; report drift; exit 3 on drift."""
-    from jobs.common.topics import apply_topics
+    from jobs.kafka.topics import apply_topics
 
     cfg = config()
     results = apply_topics(cfg.kafka, cfg.topics, allow_partition_increase)
@@ -152,8 +152,8 @@ def topics_list(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Show partitions, earliest/latest offsets and retention of each topic (every view version's)."""
-    from jobs.common.topics import list_topics
-    from jobs.common.views import read_views, version_config
+    from jobs.kafka.topics import list_topics
+    from jobs.views.versions import read_views, version_config
 
     cfg = config()
     infos = list_topics(cfg.kafka, None if all_topics else list(cfg.topics))   # fails fast: Kafka down
@@ -181,7 +181,7 @@ def topics_list(
 @app.command("doctor")
 def doctor(as_json: bool = JSON_OPTION) -> None:
     """Check Java, Python, Spark and the services; explain the Kafka and Delta backend choice."""
-    from jobs.common.doctor import run_doctor
+    from jobs.doctor import run_doctor
     from jobs.monitoring.local import doctor_check
 
     report = run_doctor(config())
@@ -205,7 +205,7 @@ def show_config() -> None:
 @app.command("demo")
 def demo(pipeline: Annotated[str | None, PIPELINE_OPTION] = None) -> None:
     """Run a pipeline's demo, the platform end to end on the embedded stack (make demo: the default's)."""
-    from jobs.common.errors import ConfigError
+    from jobs.errors import ConfigError
     from jobs.pipelines.cli import pipeline_hook
 
     spec, run = pipeline_hook(pipeline, "demo")
@@ -221,13 +221,13 @@ def _register_subcommands() -> None:
     """Attach the command groups that live beside the code they operate."""
     from jobs.batch import cli as batch_cli
     from jobs.collector import cli as collector_cli
-    from jobs.common import spark_cli
     from jobs.loader import cli as loader_cli
     from jobs.monitoring import cli as monitoring_cli
     from jobs.orchestration import cli as airflow_cli
     from jobs.pipelines import cli as pipelines_cli
     from jobs.reprocess import cli as reprocess_cli
     from jobs.serve import cli as serve_cli
+    from jobs.spark_service import cli as spark_cli
     from jobs.streaming import cli as streaming_cli
 
     for module in (collector_cli, streaming_cli, reprocess_cli, loader_cli, batch_cli, serve_cli,
@@ -237,7 +237,7 @@ def _register_subcommands() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the process exit code (a Spark it started is gone by then)."""
-    from jobs.common.spark import release_spark
+    from jobs.spark.session import release_spark
 
     try:
         return _run(argv)

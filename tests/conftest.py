@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.common.config import KappaConfig, load_config
+from jobs.config.load import KappaConfig, load_config
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -46,8 +46,8 @@ def start_stack(config_for: Callable[[int], KappaConfig], attempts: int = STACK_
     ``config_for(attempt)`` returns the config of each attempt (0, 1, ...), with fresh ports from
     attempt 1 on. Returns the started ``EmbeddedStack`` and its config.
     """
-    from jobs.common.errors import StackError
-    from jobs.common.stack import EmbeddedStack
+    from jobs.errors import StackError
+    from jobs.stack.embedded import EmbeddedStack
 
     for attempt in range(attempts):
         config = config_for(attempt)
@@ -178,7 +178,7 @@ def redis_client(stack: KappaConfig):
 @pytest.fixture(scope="session")
 def spark(test_config: KappaConfig):
     """The one SparkSession of the test session, built by the project's factory."""
-    from jobs.common.spark import build_spark
+    from jobs.spark.session import build_spark
 
     session = build_spark(test_config, app_name="kappa-tests")
     yield session

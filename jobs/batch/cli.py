@@ -12,10 +12,10 @@ from typing import Annotated
 
 import typer
 
-from jobs.common.cli_options import Conf, DeployMode, DryRun, Master, Python
-from jobs.common.config import load_config
-from jobs.common.errors import ConfigError
+from jobs.config.load import load_config
+from jobs.errors import ConfigError
 from jobs.pipelines.cli import PIPELINE_OPTION
+from jobs.spark.submit_options import Conf, DeployMode, DryRun, Master, Python
 
 batch_app = typer.Typer(no_args_is_help=True, help=(
     "Recompute date partitions of the gold/ops batch tables from pinned lake snapshots."))
@@ -80,9 +80,9 @@ def run(
 
     Runs on the Spark service when one is up (`kappa spark up`), else on a Spark of its own.
     """
+    from jobs.batch.attach import run_batch
     from jobs.batch.jobs import chosen_jobs
     from jobs.batch.run import date_range, parse_date
-    from jobs.common.spark_attach import run_batch
 
     cfg = load_config()
     chosen = chosen_jobs([name.strip() for name in jobs.split(",") if name.strip()], pipeline, cfg)
@@ -181,7 +181,7 @@ def submit(
     pipeline: Annotated[str | None, PIPELINE_OPTION] = None,
 ) -> None:
     """spark-submit a batch run (code zipped for --py-files) to a cluster: see docs/deploy.md."""
-    from jobs.common.submit import BATCH_ENTRY, submit_command
+    from jobs.spark.submit import BATCH_ENTRY, submit_command
 
     args = [*(run_args or []), *(["--pipeline", pipeline] if pipeline else [])]
     outcome = submit_command(args, conf=conf, dry_run=dry_run, master=master,

@@ -15,12 +15,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from jobs.common.errors import ConfigError
+from jobs.errors import ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from jobs.common.config import KappaConfig
+    from jobs.config.load import KappaConfig
     from jobs.pipelines.registry import Loaded
 
 ALL = "all"   # every job of the pipeline, on the command line
@@ -67,7 +67,7 @@ class BatchJob:
 
 def pipeline_definition(pipeline: str | None = None, cfg: KappaConfig | None = None) -> Loaded:
     """Pipeline ``pipeline`` (None: ``pipelines.default`` of ``cfg``, else the only one), loaded whole."""
-    from jobs.common.config import load_config
+    from jobs.config.load import load_config
     from jobs.pipelines.registry import resolve
 
     return resolve(pipeline, (cfg or load_config()).pipelines.default)

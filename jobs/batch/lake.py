@@ -6,7 +6,7 @@ never a listing of the folder) and read those Parquet files on the executors
 read is known. Writes replace the run's date partitions in one delta-rs transaction (``mode=
 "overwrite"`` with a predicate on the date column): readers see the old partitions or the new
 ones, never both or none, and a re-run replaces them again with the same rows. Every function
-takes the lake's ``storage`` options (jobs/common/delta.py ``storage_options``: an S3 lake).
+takes the lake's ``storage`` options (jobs/lake/delta.py ``storage_options``: an S3 lake).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError
 
-from jobs.common.delta import DeltaConflictError, DeltaError, open_delta
-from jobs.common.lake_storage import Storage
+from jobs.lake.delta import DeltaConflictError, DeltaError, open_delta
+from jobs.lake.storage import Storage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

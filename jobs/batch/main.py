@@ -5,7 +5,7 @@
 
 It takes the arguments of ``kappa batch run`` (the same command, so the same checks and
 report) and runs with the master spark-submit was given (jobs/streaming/main.py explains why).
-``kappa batch submit`` builds this command (jobs/common/submit.py).
+``kappa batch submit`` builds this command (jobs/spark/submit.py).
 """
 
 from __future__ import annotations

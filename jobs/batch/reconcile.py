@@ -24,12 +24,12 @@ from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
 from jobs.batch.report import RECONCILIATION_TABLE, Difference, ReconcileReport, ViewsDrift, record, text
-from jobs.common.errors import ConfigError
+from jobs.errors import ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from jobs.common.config import KappaConfig
+    from jobs.config.load import KappaConfig
 
 logger = logging.getLogger(__name__)
 

@@ -15,10 +15,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from jobs.common.errors import KappaError
+from jobs.errors import KappaError
 
 if TYPE_CHECKING:
-    from jobs.common.config import KappaConfig
+    from jobs.config.load import KappaConfig
 
 RECONCILIATION_TABLE = "ops.reconciliation"
 
@@ -83,8 +83,8 @@ def record(cfg: KappaConfig, report: ReconcileReport) -> None:
     """Append the differences to ops.reconciliation and publish the run's metric."""
     import pyarrow as pa
 
-    from jobs.common.delta import open_delta, table_uri, write_delta
-    from jobs.common.lake_storage import storage_options
+    from jobs.lake.delta import open_delta, table_uri, write_delta
+    from jobs.lake.storage import storage_options
 
     now = datetime.now(UTC)
     if report.differences:

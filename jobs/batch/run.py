@@ -19,10 +19,10 @@ from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from jobs.batch.jobs import BatchJob, chosen_jobs, job
-from jobs.common.config import KappaConfig
-from jobs.common.delta import table_uri
-from jobs.common.errors import ConfigError
-from jobs.common.lake_storage import storage_options
+from jobs.config.load import KappaConfig
+from jobs.errors import ConfigError
+from jobs.lake.delta import table_uri
+from jobs.lake.storage import storage_options
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -146,6 +146,6 @@ def run_jobs(spark: SparkSession, cfg: KappaConfig, names: Sequence[str], dates:
 
 def batch_spark(cfg: KappaConfig) -> SparkSession:
     """The session of a batch run (the project's factory)."""
-    from jobs.common.spark import build_spark
+    from jobs.spark.session import build_spark
 
     return build_spark(cfg, app_name=f"{cfg.spark.app_name}-batch")

@@ -42,7 +42,7 @@ def dates_of_run(run_type: object, start: datetime | None, end: datetime | None,
     if kind == ASSET_TRIGGERED:
         return event_dates(extras)
     if start is None or end is None:
-        from jobs.common.errors import ConfigError
+        from jobs.errors import ConfigError
 
         raise ConfigError(f"a {kind} run has no data interval: trigger it for a date (logical date) "
                           "or let Airflow's backfill create the runs")
@@ -55,8 +55,8 @@ def recompute(job: str, run_type: object, start: datetime | None, end: datetime 
 
     ``pipeline``: default ``pipelines.default``, or the only one.
     """
-    from jobs.common.config import load_config
-    from jobs.common.spark_attach import run_batch
+    from jobs.batch.attach import run_batch
+    from jobs.config.load import load_config
 
     dates = dates_of_run(run_type, start, end, list(extras))
     if not dates:
@@ -74,9 +74,9 @@ def load_extras(results: Iterable[Mapping[str, Any]], cfg: Any = None) -> dict[s
     the run's config (default: loaded from the environment, as the load task did).
     """
     from jobs.batch.lake import changed_partitions
-    from jobs.common.config import load_config
-    from jobs.common.delta import table_uri
-    from jobs.common.lake_storage import storage_options
+    from jobs.config.load import load_config
+    from jobs.lake.delta import table_uri
+    from jobs.lake.storage import storage_options
     from jobs.loader.tables import specs
 
     cfg = cfg or load_config()
@@ -139,7 +139,7 @@ def reconcile_views(pipeline: str | None = None) -> dict[str, Any]:
     from jobs.batch.reconcile import reconcile
     from jobs.batch.report import ViewsDrift
     from jobs.batch.run import batch_spark
-    from jobs.common.config import load_config
+    from jobs.config.load import load_config
 
     cfg = load_config()
     try:

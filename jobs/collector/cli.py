@@ -11,8 +11,8 @@ from typing import Annotated
 
 import typer
 
-from jobs.common.config import load_config
-from jobs.common.errors import ConfigError, KappaError
+from jobs.config.load import load_config
+from jobs.errors import ConfigError, KappaError
 from jobs.pipelines.cli import PIPELINE_OPTION
 
 collect_app = typer.Typer(invoke_without_command=True, help=(
@@ -88,7 +88,7 @@ def collect(
                                  drain_timeout_s=drain_timeout)
     listener = bind_http(settings.host, settings.port) if http else None
     collector = Collector(settings, cfg.kafka.client_config())
-    from jobs.common.processes import register_process
+    from jobs.host.processes import register_process
 
     with register_process(cfg, "collector"):  # `kappa stack down` stops it before the broker
         run_collector(collector, http, source, progress, listener=listener)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from jobs.common.errors import KappaError
+from jobs.errors import KappaError
 from jobs.pipelines.generate import Line
 
 logger = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from jobs.common.errors import ConfigError
+from jobs.errors import ConfigError
 from jobs.pipelines.cli import PIPELINE_OPTION
 
 
@@ -41,7 +41,7 @@ def generate(
     """Generate a pipeline's events (JSON lines; stdout unless --output, --to-collector or --to-topic)."""
     from jobs.collector import emit
     from jobs.collector.cli import progress
-    from jobs.common.config import load_config
+    from jobs.config.load import load_config
     from jobs.pipelines.cli import pipeline_hook
     from jobs.pipelines.generate import GenerateOptions
 

@@ -32,7 +32,7 @@ from starlette.routing import Route
 from jobs.collector import metrics
 from jobs.collector.log import LogError
 from jobs.collector.service import Collector
-from jobs.common.structure import (
+from jobs.pipelines.structure import (
     EMPTY_BATCH,
     INVALID_JSON,
     MAX_NESTING,

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobs.common.errors import KappaError
+from jobs.errors import KappaError
 
 RECORD, REJECT = "record", "reject"
 BUSY_TIMEOUT_MS = 10_000

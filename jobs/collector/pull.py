@@ -23,7 +23,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from jobs.collector.service import Collector
-from jobs.common.errors import KappaError
+from jobs.errors import KappaError
 
 logger = logging.getLogger(__name__)
 

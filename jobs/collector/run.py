@@ -25,8 +25,8 @@ from typing import Any
 
 from jobs.collector.pull import PullCounts, pull
 from jobs.collector.service import Collector, Settings
-from jobs.common.config import KappaConfig
-from jobs.common.errors import KappaError
+from jobs.config.load import KappaConfig
+from jobs.errors import KappaError
 
 logger = logging.getLogger(__name__)
 
@@ -78,8 +78,8 @@ def pipeline_settings(cfg: KappaConfig, pipeline: str | None, **overrides: Any) 
     """
     from dataclasses import replace
 
-    from jobs.common.structure import keyed_object
     from jobs.pipelines.cli import pipeline_hook
+    from jobs.pipelines.structure import keyed_object
 
     spec, check = pipeline_hook(pipeline, "collect")
     settings = Settings.from_config(cfg, check or keyed_object(spec.source.key), **overrides)

@@ -21,9 +21,9 @@ from jobs.collector import metrics
 from jobs.collector.log import RECORD, REJECT, Entry, MessageLog
 from jobs.collector.pump import Pump
 from jobs.collector.writer import LogWriter
-from jobs.common.config import CollectorConfig, KappaConfig
-from jobs.common.errors import KappaError
-from jobs.common.structure import OVERSIZE, RecordCheck, StructureCheck, check_structure
+from jobs.config.load import CollectorConfig, KappaConfig
+from jobs.errors import KappaError
+from jobs.pipelines.structure import OVERSIZE, RecordCheck, StructureCheck, check_structure
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class Settings:
     port: int
     record_check: RecordCheck
     """The pipeline's checks of a parsed record, which give its Kafka key (``collect:`` in its
-    pipeline.yaml, else :func:`jobs.common.structure.keyed_object` of its ``source.key``)."""
+    pipeline.yaml, else :func:`jobs.pipelines.structure.keyed_object` of its ``source.key``)."""
     post_path: str = "/records"
     """The pipeline's own path for ``POST`` (``/records`` is always served too)."""
     drain_timeout_s: float = DRAIN_TIMEOUT_S
@@ -169,7 +169,7 @@ class Collector:
         return RETRY_AFTER_UP_S if self.pump.broker_up else RETRY_AFTER_DOWN_S
 
     def check(self, raw: bytes) -> StructureCheck:
-        """Structural checks of one record (see :mod:`jobs.common.structure`)."""
+        """Structural checks of one record (see :mod:`jobs.pipelines.structure`)."""
         return check_structure(raw, self.settings.max_record_bytes, self.settings.record_check)
 
     def submit_lines(self, raws: Sequence[bytes], source: str) -> Future:

@@ -18,7 +18,7 @@ import redis
 from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from jobs.common.config import KappaConfig
+from jobs.config.load import KappaConfig
 from jobs.engine.keyed import STATE
 from jobs.engine.plan import Partition, PipelinePlan
 from jobs.engine.task import pipeline_task

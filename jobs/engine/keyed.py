@@ -29,10 +29,10 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from jobs.common.kafka.consumer import read_ranges
-from jobs.common.kafka.offsets import OffsetRange
-from jobs.common.kafka.options import parse_source_options
 from jobs.engine.plan import Partition, PipelinePlan
+from jobs.kafka.consumer import read_ranges
+from jobs.kafka.offsets import OffsetRange
+from jobs.kafka.options import parse_source_options
 from jobs.pipelines.define import Definitions, Reject
 from jobs.pipelines.spec import PipelineSpec
 from jobs.streaming.task import kafka_millis

@@ -22,14 +22,14 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobs.common import statefs
-from jobs.common.config import KappaConfig
-from jobs.common.errors import KappaError
-from jobs.common.kafka.adapter import read_options
-from jobs.common.topics import TopicSpec, apply_topics
+from jobs.config.load import KappaConfig
 from jobs.engine.batch import PipelineBatches
+from jobs.errors import KappaError
+from jobs.kafka.topics import TopicSpec, apply_topics
+from jobs.lake import statefs
 from jobs.pipelines.registry import Loaded
 from jobs.pipelines.spec import PipelineSpec
+from jobs.spark.kafka_io import read_options
 from jobs.streaming.gaps import check_replay_start
 from jobs.streaming.lease import hold_query
 from jobs.streaming.redis_script import RedisViewLost
@@ -142,7 +142,7 @@ def _with_source(cfg: KappaConfig, topic: str) -> KappaConfig:
 def _query(cfg: KappaConfig, pipeline: Loaded, run: PipelineRun, *, query: str, checkpoint: str,
            batches: PipelineBatches, progress: Callable[[str], None],
            stop: threading.Event | None) -> None:
-    from jobs.common.spark import build_spark
+    from jobs.spark.session import build_spark
     from jobs.streaming.job import job_spark_conf
 
     spec = pipeline.spec

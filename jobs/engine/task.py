@@ -21,10 +21,10 @@ from typing import Any
 import msgspec
 import pyarrow as pa
 
-from jobs.common.kafka.sink import TaskProducer
 from jobs.engine.keyed import FUTURE_EVENT_TIME, KeyedState, fold_before, too_far_ahead
 from jobs.engine.plan import Partition, PipelinePlan
 from jobs.engine.views import ROW_SCHEMA, ViewCounts
+from jobs.kafka.sink import TaskProducer
 from jobs.pipelines.define import Definitions, Reject
 from jobs.pipelines.spec import PipelineSpec
 from jobs.streaming.dead_letters import dead_letter_headers, dead_letter_value

@@ -9,7 +9,7 @@ Version N of pipeline P (docs/reference/pipeline-yaml.md, "View versions"):
 - its ``params``: the declared ones, with the overrides recorded when the version was built.
 
 The pointer topic is the ``kappa stream`` job's (the compacted ``streaming.views_topic``), with keys of
-the pipeline's own scope ``<P>/current`` and ``<P>/version/<N>`` (jobs/common/views.py): a
+the pipeline's own scope ``<P>/current`` and ``<P>/version/<N>`` (jobs/views/versions.py): a
 promote is one produce that every reader follows. No record means version 1 with the declared
 params.
 """
@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from jobs.common.config import KappaConfig
-from jobs.common.views import BUILDING, Views, read_views, record_version, switch_current
+from jobs.config.load import KappaConfig
 from jobs.pipelines.spec import PipelineSpec
+from jobs.views.versions import BUILDING, Views, read_views, record_version, switch_current
 
 
 @dataclass(frozen=True)

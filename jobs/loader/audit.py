@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from jobs.common.config import KappaConfig
-from jobs.common.delta import app_version, open_delta, table_uri, write_delta
-from jobs.common.lake_storage import storage_options
+from jobs.config.load import KappaConfig
+from jobs.lake.delta import app_version, open_delta, table_uri, write_delta
+from jobs.lake.storage import storage_options
 from jobs.loader.offsets import latest_offsets
 from jobs.loader.tables import AUDIT_TABLE, LoadTarget
 

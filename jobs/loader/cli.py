@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from jobs.common.config import load_config
-from jobs.common.errors import ConfigError
+from jobs.config.load import load_config
+from jobs.errors import ConfigError
 from jobs.pipelines.cli import PIPELINE_OPTION, engine_pipeline
 
 load_app = typer.Typer(invoke_without_command=True, help=(
@@ -66,7 +66,7 @@ def load(
                               "offsets with their declared policies (leave out --until and --policy)")
         cli_lake.load(on_engine, tables=tables, as_json=as_json)
         return
-    from jobs.common.spark_attach import run_load
+    from jobs.loader.attach import run_load
     from jobs.loader.offsets import parse_until
     from jobs.loader.tables import parse_policies, targets
 

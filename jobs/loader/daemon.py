@@ -6,14 +6,14 @@ costs about 9 s of CPU in each fresh worker; imported here, before the forks, ev
 inherits it. Spark starts it as ``spark.python.daemon.module`` (jobs/loader/scale.py
 ``loader_spark``). As the streaming job's daemon, it first takes Spark's own pyspark and py4j
 zips off the path where they are the installed packages' copies, and the spark-core jar, which
-holds no Python (jobs/common/worker_daemon.py).
+holds no Python (jobs/spark/worker_daemon.py).
 """
 
 from __future__ import annotations
 
 import os
 
-from jobs.common.worker_daemon import drop_spark_zips, serve
+from jobs.spark.worker_daemon import drop_spark_zips, serve
 
 if __name__ == "__main__":
     drop_spark_zips()

@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from jobs.common.lake_storage import filesystem, on_s3
+from jobs.lake.storage import filesystem, on_s3
 
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
@@ -20,7 +20,7 @@ def write_files(uri: str, table: pa.Table, partition_by: Sequence[str],
                 storage: Mapping[str, str] | None = None) -> list[dict]:
     """Write ``table`` as one Parquet file per partition value under ``uri``; describe the files.
 
-    ``storage``: the lake's storage options (jobs/common/delta.py ``storage_options``).
+    ``storage``: the lake's storage options (jobs/lake/delta.py ``storage_options``).
     """
     import pyarrow.compute as pc
     import pyarrow.parquet as pq

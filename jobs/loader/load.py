@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from jobs.common.config import KappaConfig
-from jobs.common.delta import (
+from jobs.config.load import KappaConfig
+from jobs.errors import KappaError
+from jobs.lake.delta import (
     Commit,
     DeltaConflictError,
     DeltaError,
@@ -40,8 +41,7 @@ from jobs.common.delta import (
     table_uri,
     write_delta,
 )
-from jobs.common.errors import KappaError
-from jobs.common.lake_storage import storage_options
+from jobs.lake.storage import storage_options
 from jobs.loader import audit
 from jobs.loader.merge import deletion_vectors
 from jobs.loader.offsets import PartitionRange, Until, cap_ranges, plan, sample_record_bytes

@@ -21,10 +21,10 @@ from typing import Any
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from jobs.common.config import KappaConfig
-from jobs.common.delta import open_delta, table_uri
-from jobs.common.errors import ConfigError
-from jobs.common.lake_storage import storage_options
+from jobs.config.load import KappaConfig
+from jobs.errors import ConfigError
+from jobs.lake.delta import open_delta, table_uri
+from jobs.lake.storage import storage_options
 from jobs.loader.tables import AUDIT_TABLE, QUALITY_TABLE, LoadTarget, quarantine_name
 
 LOGS = (AUDIT_TABLE, QUALITY_TABLE)

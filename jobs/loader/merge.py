@@ -14,7 +14,7 @@ A merge table (a pipeline's silver records, its summaries) keeps one row per key
    touched files' paths come back.
 3. **Rewrite**: the new rows plus the touched files' rows that no new row replaces are written as
    new files (one per partition value and chunk); the driver commits them with the touched
-   files' removal and the Kafka offsets in one Delta transaction (jobs/common/delta.py
+   files' removal and the Kafka offsets in one Delta transaction (jobs/lake/delta.py
    ``commit_files``, which also refuses to commit when a touched file was removed meanwhile).
 
 Files are read by the snapshot's add actions, never by listing the folder; a table with deletion
@@ -31,7 +31,7 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
-from jobs.common.lake_storage import filesystem
+from jobs.lake.storage import filesystem
 from jobs.loader.files import write_files
 from jobs.loader.scale import (
     DATA,

@@ -10,11 +10,11 @@ from typing import Any
 
 from deltalake import DeltaTable
 
-from jobs.common.config import KappaConfig
-from jobs.common.delta import app_version
-from jobs.common.errors import ConfigError
-from jobs.common.kafka.client import OffsetReader
-from jobs.common.kafka.options import parse_source_options
+from jobs.config.load import KappaConfig
+from jobs.errors import ConfigError
+from jobs.kafka.client import OffsetReader
+from jobs.kafka.options import parse_source_options
+from jobs.lake.delta import app_version
 from jobs.loader.tables import TableSpec
 
 LATEST = "latest"
@@ -116,7 +116,7 @@ def _bound(reader: OffsetReader, until: Until, tps: list[tuple[str, int]],
     if until.kind == "offsets":
         given = until.offsets or {}
         return {tp: given[tp[0]][tp[1]] for tp in tps if tp[1] in given.get(tp[0], {})}
-    from jobs.common.kafka.specs import TIMESTAMP, OffsetSpec
+    from jobs.kafka.specs import TIMESTAMP, OffsetSpec
 
     spec = OffsetSpec(TIMESTAMP, timestamp=until.timestamp_ms, option="--until")
     return reader.resolve(spec, tps, starting=False)

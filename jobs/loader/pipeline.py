@@ -11,7 +11,7 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING
 
-from jobs.common.config import KappaConfig
+from jobs.config.load import KappaConfig
 
 if TYPE_CHECKING:
     from jobs.pipelines.define import Definitions

@@ -23,9 +23,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.common.config import KappaConfig
-from jobs.common.delta import open_delta, table_uri, write_delta
-from jobs.common.lake_storage import storage_options
+from jobs.config.load import KappaConfig
+from jobs.lake.delta import open_delta, table_uri, write_delta
+from jobs.lake.storage import storage_options
 from jobs.loader.suites import Rule, suite_rules
 from jobs.loader.tables import QUALITY_TABLE, LoadTarget
 

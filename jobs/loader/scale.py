@@ -10,7 +10,7 @@ with failing rows writes nothing (the batch will fail). A task returns small row
 written file (path, size, partition values, records) and one per rule and chunk (counts,
 extremes). The driver combines them into
 the batch's verdict and commits the files' add actions with the Kafka offsets in one Delta
-transaction (:func:`jobs.common.delta.commit_files`). Files no commit references (a failed
+transaction (:func:`jobs.lake.delta.commit_files`). Files no commit references (a failed
 batch, a failed or speculative task attempt, a commit that lost a conflict) are orphans that
 ``kappa maintain`` removes (a full vacuum, once they are older than the retention).
 """
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from jobs.common.config import KappaConfig
+from jobs.config.load import KappaConfig
 from jobs.loader.chunks import executor_unready
 from jobs.loader.files import write_files
 from jobs.loader.suites import Rule
@@ -155,7 +155,7 @@ def worker_conf(cfg: KappaConfig) -> dict[str, str]:
 
 def loader_spark(cfg: KappaConfig, app_name: str) -> SparkSession:
     """The SparkSession of a load (``kappa load``, the Airflow load tasks, bench/loader_paths.py)."""
-    from jobs.common.spark import build_spark
+    from jobs.spark.session import build_spark
 
     return build_spark(cfg, app_name, extra_conf=worker_conf(cfg))
 

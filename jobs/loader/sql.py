@@ -1,7 +1,7 @@
 """``kappa sql``: read-only DuckDB SQL over the Delta tables of the lake.
 
 Each table is read through delta-rs datasets (the live file list from the Delta log, never a
-plain Parquet read of the folder: jobs/common/delta.py ``readable_datasets``), registered as the
+plain Parquet read of the folder: jobs/lake/delta.py ``readable_datasets``), registered as the
 view ``<schema>_<table>`` and, for readable SQL, as ``<schema>.<table>`` (a DuckDB schema per
 lake schema). Both names work. Only the tables a query names are opened (all of them when it
 names none, e.g. ``SHOW ALL TABLES``): opening a table costs a read of its log and file footers.
@@ -16,10 +16,10 @@ import logging
 import re
 from typing import Any
 
-from jobs.common.config import KappaConfig
-from jobs.common.delta import open_delta, readable_datasets, table_uri
-from jobs.common.errors import ConfigError, KappaError
-from jobs.common.lake_storage import storage_options, table_names_under
+from jobs.config.load import KappaConfig
+from jobs.errors import ConfigError, KappaError
+from jobs.lake.delta import open_delta, readable_datasets, table_uri
+from jobs.lake.storage import storage_options, table_names_under
 from jobs.loader.tables import AUDIT_TABLE, QUALITY_TABLE, spec_of, specs
 
 logger = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ def _aliases(cfg: KappaConfig, present: list[str]) -> dict[str, str]:
 
 def _current_tables(cfg: KappaConfig) -> dict[str, str]:
     """Base table name -> the current view version's table (base names when Kafka cannot say)."""
-    from jobs.common.views import ViewsError, current_version, table_aliases
+    from jobs.views.versions import ViewsError, current_version, table_aliases
 
     try:
         return table_aliases(cfg, current_version(cfg))

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jobs.common.config import KappaConfig
+from jobs.config.load import KappaConfig
 
 DLQ_COLUMNS = ("reason_code", "reason", "source", "source_topic", "source_partition", "source_offset",
                "value", "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp", "dlq_date")

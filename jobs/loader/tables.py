@@ -8,9 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from jobs.common.config import KappaConfig
-from jobs.common.delta import WriteMode, table_uri
-from jobs.common.errors import ConfigError
+from jobs.config.load import KappaConfig
+from jobs.errors import ConfigError
+from jobs.lake.delta import WriteMode, table_uri
 from jobs.loader.suites import Rule
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ def targets(cfg: KappaConfig, names: list[str] | None = None,
     is built or kept, ``silver.events_v2``: docs/reprocess.md). ``policies`` overrides the
     configured quality policy of some tables for this run.
     """
-    from jobs.common.views import live_tables
+    from jobs.views.versions import live_tables
 
     configured = live_tables(cfg)
     overridden = sorted(set(policies or {}) - set(configured))
@@ -150,7 +150,7 @@ def read_frame(spark: SparkSession, cfg: KappaConfig, target: LoadTarget,
     every fetch with the rest of the partition, so each split would read it again; executor
     tasks bound their memory by validating and writing in chunks instead.
     """
-    from jobs.common.kafka.adapter import read_kafka
+    from jobs.spark.kafka_io import read_kafka
 
     starting: dict[str, dict[int | str, int]] = {target.topic: {r.partition: r.start for r in ranges}}
     ending: dict[str, dict[int | str, int]] = {target.topic: {r.partition: r.end for r in ranges}}

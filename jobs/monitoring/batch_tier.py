@@ -14,7 +14,7 @@ from datetime import UTC, date, datetime
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from jobs.common.config import KappaConfig
+from jobs.config.load import KappaConfig
 
 HISTORY_COMMITS = 50  # commits read back per table (compactions and vacuums come between runs)
 JOB_KEY, DATES_KEY = "kappa.batch.job", "kappa.batch.dates"
@@ -22,8 +22,8 @@ JOB_KEY, DATES_KEY = "kappa.batch.job", "kappa.batch.dates"
 
 def batch_tier_metrics(cfg: KappaConfig) -> list[Metric]:
     """Per batch table: the newest date partition replaced, the last run's time and partitions."""
-    from jobs.common.delta import open_delta, table_uri
-    from jobs.common.lake_storage import storage_options
+    from jobs.lake.delta import open_delta, table_uri
+    from jobs.lake.storage import storage_options
     from jobs.pipelines.registry import find, load_spec
 
     newest = GaugeMetricFamily("kappa_batch_newest_partition_replaced_timestamp_seconds",

@@ -22,7 +22,7 @@ from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 
-from jobs.common.config import KappaConfig
+from jobs.config.load import KappaConfig
 
 HISTORY = 100  # batches the job keeps in <prefix>:metrics:<query>:history
 DURATION_BUCKETS = (0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -92,7 +92,7 @@ class BatchHistograms:
 
 def pending_metrics(cfg: KappaConfig, queries: list[str]) -> list[Metric]:
     """Per query: whether a batch's Redis effects wait in the pending file, and since when."""
-    from jobs.common import statefs
+    from jobs.lake import statefs
     from jobs.streaming.state import PendingApplyFile, checkpoint_path
 
     pending = GaugeMetricFamily("kappa_stream_pending_applies", "Batches whose Redis effects wait in "

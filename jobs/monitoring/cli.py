@@ -32,7 +32,7 @@ def serve(
     from prometheus_client import start_http_server
     from prometheus_client.registry import CollectorRegistry
 
-    from jobs.common.config import load_config
+    from jobs.config.load import load_config
     from jobs.monitoring.exporter import KappaCollector
 
     cfg = load_config()
@@ -80,7 +80,7 @@ def _print_status(report: dict[str, Any], as_json: bool) -> None:
 @monitor_app.command("up")
 def monitor_up(as_json: bool = JSON) -> None:
     """Start Prometheus and Alertmanager on free loopback ports; print where to look."""
-    from jobs.common.config import load_config
+    from jobs.config.load import load_config
     from jobs.monitoring.local import up
 
     report = up(load_config(), progress=lambda line: typer.echo(f".. {line}", err=True))
@@ -92,7 +92,7 @@ def monitor_up(as_json: bool = JSON) -> None:
 @monitor_app.command("down")
 def monitor_down(as_json: bool = JSON) -> None:
     """Stop the Prometheus and Alertmanager that `kappa monitor up` started (data stays)."""
-    from jobs.common.config import load_config
+    from jobs.config.load import load_config
     from jobs.monitoring.local import down
 
     stopped = down(load_config(), progress=lambda line: typer.echo(f".. {line}", err=True))
@@ -102,7 +102,7 @@ def monitor_down(as_json: bool = JSON) -> None:
 @monitor_app.command("status")
 def monitor_status(as_json: bool = JSON) -> None:
     """Whether local Prometheus and Alertmanager run, where, and which alerts fire."""
-    from jobs.common.config import load_config
+    from jobs.config.load import load_config
     from jobs.monitoring.local import status
 
     _print_status(status(load_config()), as_json)

@@ -10,7 +10,7 @@ from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from jobs.common.config import KappaConfig
+from jobs.config.load import KappaConfig
 
 VIEW_STATES = ("building", "current", "previous", "retired")
 HEALTH_PATH = "/api/v2/monitor/health"
@@ -22,7 +22,7 @@ TIMEOUT_S = 5.0
 
 def views_metrics(cfg: KappaConfig, redis_client: Any) -> list[Metric]:
     """The current view version, each live version's state and records behind (reprocess progress)."""
-    from jobs.common.views import read_views, version_config
+    from jobs.views.versions import read_views, version_config
 
     views = read_views(cfg)
     current = GaugeMetricFamily("kappa_views_current_version", "The view version readers follow")

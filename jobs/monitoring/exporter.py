@@ -22,8 +22,8 @@ from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from jobs.common.config import KappaConfig
-from jobs.common.processes import alive
+from jobs.config.load import KappaConfig
+from jobs.host.processes import alive
 from jobs.monitoring.batch_tier import batch_tier_metrics
 from jobs.monitoring.batches import HISTORY, BatchHistograms, pending_metrics
 from jobs.monitoring.control import airflow_failed_tasks, airflow_metrics, local_airflow_login, views_metrics

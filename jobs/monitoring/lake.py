@@ -17,7 +17,7 @@ from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from jobs.common.config import KappaConfig
+from jobs.config.load import KappaConfig
 
 OUTCOMES = ("committed", "noop", "conflict", "failed_quality", "error")
 RECONCILE_SCAN = 5_000  # records of platform.metrics read back looking for the last reconcile
@@ -30,8 +30,8 @@ def loader_metrics(cfg: KappaConfig, positions: Positions) -> list[Metric]:
 
     Adds each table's lowest loaded offset per partition to ``positions`` (for retention).
     """
-    from jobs.common.delta import app_version, open_delta
-    from jobs.common.lake_storage import storage_options
+    from jobs.lake.delta import app_version, open_delta
+    from jobs.lake.storage import storage_options
     from jobs.loader.audit import last_runs
     from jobs.loader.offsets import latest_offsets
     from jobs.loader.tables import targets
@@ -75,8 +75,8 @@ def loader_metrics(cfg: KappaConfig, positions: Positions) -> list[Metric]:
 
 def _last_committed(cfg: KappaConfig) -> dict[str, float]:
     """Per table, the start of its last committed run (Unix time), from ``ops.load_audit``."""
-    from jobs.common.delta import open_delta, table_uri
-    from jobs.common.lake_storage import storage_options
+    from jobs.lake.delta import open_delta, table_uri
+    from jobs.lake.storage import storage_options
     from jobs.loader.tables import AUDIT_TABLE
 
     audit = open_delta(table_uri(cfg.lake.root, AUDIT_TABLE), storage_options(cfg.lake))

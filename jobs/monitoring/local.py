@@ -21,9 +21,9 @@ from typing import Any
 
 import yaml
 
-from jobs.common.config import KappaConfig
-from jobs.common.errors import KappaError
-from jobs.common.processes import alive, cmdline, stop_group
+from jobs.config.load import KappaConfig
+from jobs.errors import KappaError
+from jobs.host.processes import alive, cmdline, stop_group
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "infra" / "monitoring" / "rules" / "kappa.rules.yml"

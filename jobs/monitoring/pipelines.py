@@ -23,7 +23,7 @@ from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from jobs.common.config import KappaConfig
+from jobs.config.load import KappaConfig
 from jobs.pipelines.spec import PipelineSpec
 from jobs.streaming.fence_fields import parse_fence
 

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from jobs.common.config import KappaConfig
-from jobs.common.errors import ConfigError, KappaError, StackError
+from jobs.config.load import KappaConfig
+from jobs.errors import ConfigError, KappaError, StackError
 
 EXAMPLE = """'{"sinks": ["kafka", "redis"]}'"""
 

@@ -26,7 +26,7 @@ def _progress(message: str) -> None:
 
 
 def _local():
-    from jobs.common.config import load_config
+    from jobs.config.load import load_config
     from jobs.orchestration.local import LocalAirflow
 
     return LocalAirflow(load_config())
@@ -72,7 +72,7 @@ def airflow_backfill(
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
 ) -> None:
     """Airflow's backfill of a DAG on the local Airflow; refuses a paused DAG (its runs would never start)."""
-    from jobs.common.config import load_config
+    from jobs.config.load import load_config
     from jobs.orchestration.backfill import parse_conf, parse_logical_date, submit_backfill, wait_backfill
 
     start, end = parse_logical_date(from_, "--from"), parse_logical_date(to, "--to")

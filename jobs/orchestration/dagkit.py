@@ -50,10 +50,10 @@ def asset_uri(table: str) -> str:
 def default_pipeline_name() -> str | None:
     """``pipelines.default`` as the config says it: ``conf/base.yaml``, ``conf/<env>.yaml``, ``KAPPA_*``.
 
-    Only that key is read (the rules of :func:`jobs.common.config.load_config`), so parsing a DAG
+    Only that key is read (the rules of :func:`jobs.config.load.load_config`), so parsing a DAG
     never asks a secrets store. ConfigError when a config file cannot be read.
     """
-    from jobs.common import config
+    from jobs.config import load as config
 
     environ = dict(os.environ)
     env = environ.get("KAPPA_ENV") or config.DEFAULT_ENV
@@ -72,7 +72,7 @@ def stream_pipeline() -> PipelineSpec | None:
     None, with one warning, when the config names no such pipeline or its ``pipeline.yaml`` is not
     valid: the DAG file then defines no DAG (``kappa pipelines validate`` says more).
     """
-    from jobs.common.errors import KappaError
+    from jobs.errors import KappaError
     from jobs.pipelines.registry import find, load_spec
 
     try:

@@ -25,9 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobs.common.config import KappaConfig
-from jobs.common.errors import StackError
-from jobs.common.processes import alive, cmdline, group_alive, port_busy, reap, registered
+from jobs.config.load import KappaConfig
+from jobs.errors import StackError
+from jobs.host.processes import alive, cmdline, group_alive, port_busy, reap, registered
 from jobs.orchestration import postgres
 from jobs.orchestration.settings import (
     COMPONENTS,
@@ -286,7 +286,7 @@ class LocalAirflow:
     def _stragglers(self) -> list[int]:
         """Live processes (not us) whose environment carries this instance's marker.
 
-        The platform's registered services (jobs.common.processes: the streaming job a DAG
+        The platform's registered services (jobs.host.processes: the streaming job a DAG
         started, the collector, the access service) are never stragglers: they outlive Airflow.
         """
         marker = f"{INSTANCE_MARKER}={self.home}".encode()

@@ -20,7 +20,7 @@ import sys
 import threading
 from typing import Any
 
-from jobs.common.errors import KappaError
+from jobs.errors import KappaError
 from jobs.orchestration import streaming as _streaming
 from jobs.orchestration.tasks import no_retry
 
@@ -71,7 +71,7 @@ def run_pipelines_command(*args: str, timeout_s: float | None = None) -> Any:
     :class:`PipelineCommandFailed` with the last lines of stderr; one in :data:`NO_RETRY` fails the
     task at once (:func:`~jobs.orchestration.tasks.no_retry`).
     """
-    from jobs.common.config import PROJECT_ROOT
+    from jobs.config.load import PROJECT_ROOT
 
     command = [sys.executable, "-m", "jobs.cli", "pipelines", *args]
     shown = " ".join(["kappa", "pipelines", *args])

@@ -24,8 +24,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from jobs.common.errors import StackError
-from jobs.common.processes import alive, cmdline, port_busy, reap, stop_group
+from jobs.errors import StackError
+from jobs.host.processes import alive, cmdline, port_busy, reap, stop_group
 
 USER = "airflow"
 DATABASE = "airflow"

@@ -16,9 +16,9 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from jobs.common.config import KappaConfig
-from jobs.common.errors import KappaError
-from jobs.common.locks import LockHeld, exclusive_lock
+from jobs.config.load import KappaConfig
+from jobs.errors import KappaError
+from jobs.host.locks import LockHeld, exclusive_lock
 
 logger = logging.getLogger(__name__)
 
@@ -76,8 +76,8 @@ def parse_offsets(topic: str, text: str | dict) -> dict[int, int]:
 
 
 def _reader(cfg: KappaConfig, topic: str):
-    from jobs.common.kafka.client import OffsetReader
-    from jobs.common.kafka.options import parse_source_options
+    from jobs.kafka.client import OffsetReader
+    from jobs.kafka.options import parse_source_options
 
     props = {f"kafka.{key}": str(value) for key, value in cfg.kafka.client_config().items()}
     return OffsetReader(parse_source_options({"subscribe": topic, **props}, streaming=False))
@@ -98,7 +98,7 @@ def require_topic(cfg: KappaConfig, topic: str) -> None:
 
 def resolve_interval(cfg: KappaConfig, topic: str, start: datetime, end: datetime) -> OffsetRange:
     """Offsets of ``[start, end)`` by record timestamp, per partition of ``topic``."""
-    from jobs.common.kafka.specs import TIMESTAMP, OffsetSpec
+    from jobs.kafka.specs import TIMESTAMP, OffsetSpec
 
     reader = _reader(cfg, topic)
     tps = _partitions(cfg, topic, reader)
@@ -151,7 +151,7 @@ def check_retained(cfg: KappaConfig, rng: OffsetRange, start: datetime | None = 
 
 def _retention_horizon_ms(cfg: KappaConfig, topic: str) -> int | None:
     """``now - retention.ms`` of the topic in ms (None: kept forever, or the config is unreadable)."""
-    from jobs.common.topics import admin_client, describe_topic_configs
+    from jobs.kafka.topics import admin_client, describe_topic_configs
 
     try:
         retention = int(describe_topic_configs(admin_client(cfg.kafka), topic).get("retention.ms", "-1"))

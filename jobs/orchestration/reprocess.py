@@ -26,7 +26,7 @@ DIFF_DIR = "reprocess"
 
 
 def _config():
-    from jobs.common.config import load_config
+    from jobs.config.load import load_config
 
     return load_config()
 
@@ -37,7 +37,7 @@ def _say(line: str) -> None:
 
 def start_version(version: int) -> dict[str, Any]:
     """``kappa reprocess start``: version N's topics and live job from the earliest offset."""
-    from jobs.common.errors import ConfigError
+    from jobs.errors import ConfigError
     from jobs.reprocess.core import ReprocessError, start
 
     try:
@@ -55,8 +55,8 @@ def version_caught_up(version: int, max_behind: int | None) -> bool:
     Raises:
         ReprocessError: the version's job does not run (it would never catch up).
     """
-    from jobs.common.views import read_views
     from jobs.reprocess.core import ReprocessError, caught_up, live_bound, version_status
+    from jobs.views.versions import read_views
 
     cfg = _config()
     views = read_views(cfg)
@@ -74,8 +74,8 @@ def version_caught_up(version: int, max_behind: int | None) -> bool:
 
 def diff_report(version: int) -> dict[str, Any]:
     """``kappa reprocess diff``: the report as JSON under ``<stack.data_dir>/reprocess/``; the counts."""
-    from jobs.common.views import current_version
     from jobs.reprocess.diff import diff_views, summary_lines
+    from jobs.views.versions import current_version
 
     cfg = _config()
     current = current_version(cfg)
@@ -108,7 +108,7 @@ def grace_over(promoted_ms: int, grace_minutes: float) -> bool:
 
 def retire_version(version: int) -> dict[str, Any]:
     """``kappa reprocess retire``: the version's Redis keys, topics, tables and checkpoint."""
-    from jobs.common.errors import ConfigError
+    from jobs.errors import ConfigError
     from jobs.reprocess.core import retire
 
     try:

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from jobs.common.config import PROJECT_ROOT, KappaConfig
-from jobs.common.errors import ConfigError
+from jobs.config.load import PROJECT_ROOT, KappaConfig
+from jobs.errors import ConfigError
 from jobs.orchestration.dagkit import PLUGINS_FOLDER
 
 DAGS_FOLDER = PROJECT_ROOT / "dags"

@@ -25,10 +25,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jobs.common.errors import KappaError
+from jobs.errors import KappaError
 
 if TYPE_CHECKING:
-    from jobs.common.statefs import Location
+    from jobs.lake.statefs import Location
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ def ensure_streaming(query: str | None = None, command: Sequence[str] | None = N
     ``command``: the ``kappa`` command that runs ``query`` live instead (e.g. ``pipelines run
     NAME``, whose query is the pipeline's current view version's).
     """
-    from jobs.common.config import load_config
+    from jobs.config.load import load_config
 
     cfg = load_config()
     name, _ = _query(cfg, query)
@@ -113,7 +113,7 @@ def start_live(cfg, name: str, args: list[str], nice: int = 0,
     CPU priority (``nice -n``, inherited by its JVM and Python workers). ``command``: the ``kappa``
     command that runs the query live (``args`` follow it). Its log: ``<data_dir>/logs/stream-<name>.log``.
     """
-    from jobs.common.config import PROJECT_ROOT
+    from jobs.config.load import PROJECT_ROOT
 
     log = Path(cfg.stack.data_dir) / "logs" / f"stream-{name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -150,7 +150,7 @@ def streaming_health(max_batch_age_s: float, max_offsets_behind: int, query: str
     """
     import redis
 
-    from jobs.common.config import load_config
+    from jobs.config.load import load_config
 
     cfg = load_config()
     name, _ = _query(cfg, query)
@@ -177,7 +177,7 @@ def judge_health(name: str, pid: int, last_batch: Mapping[Any, Any] | None, behi
     ``behind`` then): until its first batch, the job's age stands for the batch age. Raises
     :class:`StreamingUnhealthy` beyond the limits; returns the report otherwise.
     """
-    from jobs.common.processes import started_at
+    from jobs.host.processes import started_at
 
     now = time.time()
     started = started_at(pid) or now
@@ -198,7 +198,7 @@ def judge_health(name: str, pid: int, last_batch: Mapping[Any, Any] | None, behi
 
 def stop_streaming(timeout_s: float = 300.0, query: str | None = None) -> dict[str, Any]:
     """SIGTERM the job (it stops after the current batch); wait until it released its lock."""
-    from jobs.common.config import load_config
+    from jobs.config.load import load_config
 
     cfg = load_config()
     name, _ = _query(cfg, query)
@@ -232,7 +232,7 @@ def alert(context: dict[str, Any]) -> None:
     try:
         from confluent_kafka import Producer
 
-        from jobs.common.config import load_config
+        from jobs.config.load import load_config
 
         cfg = load_config()
         producer = Producer(cfg.kafka.client_config())

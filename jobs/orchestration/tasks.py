@@ -3,7 +3,7 @@
 DAG files stay thin (no heavy imports at parse time): they call these functions, which load
 the config of the task's environment (the KAPPA_* that ``kappa airflow up`` passed on) and
 import Spark, Kafka and the jobs only when they run. Every function returns a JSON-ready
-report (an XCom) and raises a :class:`~jobs.common.errors.KappaError` with the operator's
+report (an XCom) and raises a :class:`~jobs.errors.KappaError` with the operator's
 next step when it cannot do its work.
 """
 
@@ -25,7 +25,7 @@ stop_streaming = _streaming.stop_streaming
 
 
 def _config():
-    from jobs.common.config import load_config
+    from jobs.config.load import load_config
 
     return load_config()
 
@@ -35,7 +35,7 @@ def _say(line: str) -> None:
 
 
 def _check_sinks(sinks: Iterable[str]) -> list[str]:
-    from jobs.common.errors import ConfigError
+    from jobs.errors import ConfigError
 
     chosen = sorted(set(sinks))
     unknown = sorted(set(chosen) - set(SINKS))
@@ -74,7 +74,7 @@ def replay_interval(start: datetime, end: datetime, sinks: Iterable[str], dry_ru
     What no retry can fix (the topic does not exist, the range is no longer retained, bad
     params) fails the task at once (:func:`no_retry`).
     """
-    from jobs.common.errors import ConfigError
+    from jobs.errors import ConfigError
     from jobs.orchestration.ranges import RangeNotRetained, TopicMissing, resolve_interval
 
     cfg = _config()
@@ -89,7 +89,7 @@ def replay_interval(start: datetime, end: datetime, sinks: Iterable[str], dry_ru
 def backfill_offsets(starting: str | dict, ending: str | dict, sinks: Iterable[str],
                      dry_run: bool) -> dict[str, Any]:
     """The ``backfill`` DAG: an explicit offset range ``[starting, ending)`` of the source topic."""
-    from jobs.common.errors import ConfigError
+    from jobs.errors import ConfigError
     from jobs.orchestration.ranges import OffsetRange, RangeNotRetained, TopicMissing, parse_offsets
 
     cfg = _config()
@@ -148,8 +148,8 @@ def _would_write(cfg, sink: str) -> str:
 
 
 def _check_reachable(cfg, sinks: list[str]) -> None:
-    from jobs.common.errors import KappaError
-    from jobs.common.health import kafka_healthy, redis_healthy
+    from jobs.errors import KappaError
+    from jobs.stack.health import kafka_healthy, redis_healthy
 
     problems = [kafka_healthy(cfg.kafka.client_config())]
     if "redis" in sinks:
@@ -161,7 +161,7 @@ def _check_reachable(cfg, sinks: list[str]) -> None:
 
 
 def _replay_stream(cfg, rng, sinks: list[str]) -> dict[str, Any]:
-    from jobs.common.spark_attach import run_stream
+    from jobs.streaming.attach import run_stream
     from jobs.streaming.run_spec import RunSpec
 
     spec = RunSpec(mode="replay", starting=rng.starting(), ending=rng.ending(), sinks=frozenset(sinks))
@@ -169,8 +169,8 @@ def _replay_stream(cfg, rng, sinks: list[str]) -> dict[str, Any]:
 
 
 def _load_until(cfg, rng) -> list[dict[str, Any]]:
-    from jobs.common.errors import KappaError
-    from jobs.common.spark_attach import run_load
+    from jobs.errors import KappaError
+    from jobs.loader.attach import run_load
     from jobs.loader.offsets import Until
     from jobs.loader.tables import targets
 
@@ -185,8 +185,8 @@ def _load_until(cfg, rng) -> list[dict[str, Any]]:
 
 def load_tables(tables: list[str] | None = None) -> list[dict[str, Any]]:
     """``kafka_to_delta``: ``kappa load`` (every enabled table up to the latest offsets)."""
-    from jobs.common.errors import KappaError
-    from jobs.common.spark_attach import run_load
+    from jobs.errors import KappaError
+    from jobs.loader.attach import run_load
     from jobs.loader.offsets import parse_until
     from jobs.loader.tables import targets
 
@@ -202,7 +202,7 @@ def load_tables(tables: list[str] | None = None) -> list[dict[str, Any]]:
 
 def quality_report(runs: int = 5) -> list[dict[str, Any]]:
     """``data_quality``: ``kappa quality report``; fails when a table's last validation failed."""
-    from jobs.common.errors import KappaError
+    from jobs.errors import KappaError
     from jobs.loader.quality import report
 
     entries = report(_config(), runs)
@@ -237,7 +237,7 @@ def checkpoint_recovery(action: str, dry_run: bool, timestamp: str | None = None
     """``checkpoint_recovery``: ``kappa stream checkpoint inspect | rebuild | reset``."""
     import importlib
 
-    from jobs.common.errors import ConfigError, KappaError
+    from jobs.errors import ConfigError, KappaError
 
     if action not in ("inspect", "resume", "rebuild", "reset"):
         raise ConfigError(f"action {action!r}: expected inspect, resume, rebuild or reset")

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from jobs.common.errors import ConfigError
+from jobs.errors import ConfigError
 
 pipelines_app = typer.Typer(no_args_is_help=True, help=(
     "The pipelines on the platform: list them, show one's definition, validate them (a dry run)."))
@@ -62,7 +62,7 @@ def _resolve(name: str | None):
     """The folder and the ``pipeline.yaml`` of the pipeline named, or its default."""
     import yaml
 
-    from jobs.common.config import load_config
+    from jobs.config.load import load_config
     from jobs.pipelines.registry import SPEC_FILE, find
     from jobs.pipelines.spec import PipelineSpec
 

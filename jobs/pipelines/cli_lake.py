@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from jobs.common.errors import ConfigError
+from jobs.errors import ConfigError
 from jobs.pipelines.cli import JSON_OPTION, _version, pipelines_app
 
 NAME_ARGUMENT = typer.Argument(help="The pipeline's name.")
@@ -40,9 +40,9 @@ def load(
     as_json: Annotated[bool, JSON_OPTION] = False,
 ) -> None:
     """Load the pipeline's topic-fed tables up to the latest offsets, exactly once (one commit per table)."""
-    from jobs.common.config import load_config
-    from jobs.common.spark_attach import run_load
+    from jobs.config.load import load_config
     from jobs.engine.lake.tables import load_targets
+    from jobs.loader.attach import run_load
     from jobs.loader.cli import echo_results, progress
     from jobs.loader.offsets import parse_until
 
@@ -66,7 +66,7 @@ def gold(
     """Replace the dates' partitions of each gold table with its gold transform over silver."""
     from jobs.batch.cli import echo_reports
     from jobs.batch.run import batch_spark, date_range, parse_date
-    from jobs.common.config import load_config
+    from jobs.config.load import load_config
     from jobs.engine.lake.gold import gold_jobs, run_gold
     from jobs.loader.cli import progress
 
@@ -93,7 +93,7 @@ def reconcile(
     """Compare the views named in `reconcile:` with their lake queries over silver; exit 6 on a difference."""
     from jobs.batch.report import ViewsDrift
     from jobs.batch.run import batch_spark
-    from jobs.common.config import load_config
+    from jobs.config.load import load_config
     from jobs.engine.lake.reconcile import checked_entries, reconcile_pipeline
     from jobs.loader.cli import progress
     from jobs.streaming.redis_sink import connect

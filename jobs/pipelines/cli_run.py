@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from jobs.common.errors import ConfigError
+from jobs.errors import ConfigError
 from jobs.pipelines.cli import (
     JSON_OPTION,
     VERSION_OPTION,
@@ -51,7 +51,7 @@ def run(
     The run writes view version --version (default: the current one): its Redis prefix, its
     outputs and, live, its query; --prefix, --query and --output-suffix override the names.
     """
-    from jobs.common.config import load_config
+    from jobs.config.load import load_config
     from jobs.engine.run import SINKS, PipelineRun, run_pipeline
     from jobs.streaming.cli import check_run_options, parse_bound
 
@@ -69,7 +69,7 @@ def run(
                        fresh=fresh, output_suffix=output_suffix or chosen_version.output_suffix,
                        max_offsets_per_trigger=max_offsets,
                        params={**chosen_version.params, **dict(map(_param, params or []))})
-    from jobs.common.processes import register_process
+    from jobs.host.processes import register_process
 
     with register_process(cfg, process_name(name, chosen_version.number)):
         report = run_pipeline(cfg, item, spec, progress=lambda line: typer.echo(line, err=True))
@@ -94,7 +94,7 @@ def view(
     version: Annotated[int | None, VERSION_OPTION] = None,
 ) -> None:
     """Read one view of a pipeline from Redis (JSON), of the current view version by default."""
-    from jobs.common.config import load_config
+    from jobs.config.load import load_config
     from jobs.engine.reads import ViewReadError, read_view
     from jobs.streaming.redis_sink import connect
 
@@ -127,9 +127,9 @@ def produce(
 
     from confluent_kafka import Producer
 
-    from jobs.common.config import load_config
-    from jobs.common.kafka.client import producer_config
+    from jobs.config.load import load_config
     from jobs.engine.run import ensure_topics
+    from jobs.kafka.client import producer_config
 
     item, _ = _one(name)
     if item.spec is None:

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from jobs.common.errors import ConfigError
+from jobs.errors import ConfigError
 from jobs.pipelines.cli import JSON_OPTION, _one, _param, pipelines_app
 
 NEW_VERSION = typer.Option("--version", help="The version to build, compare or promote (>= 2).")
@@ -46,7 +46,7 @@ def reprocess(
     version's own Redis prefix and outputs, with the given params; run again, it resumes. Then
     compare (`diff`), make it current (`promote`) and run it live (`kappa pipelines run NAME`).
     """
-    from jobs.common.config import load_config
+    from jobs.config.load import load_config
     from jobs.engine.run import PipelineRun, run_pipeline
     from jobs.engine.versions import pipeline_views, record_building, version
 
@@ -81,7 +81,7 @@ def diff(
     as_json: Annotated[bool, JSON_OPTION] = False,
 ) -> None:
     """Compare view version --version with the current one, key by key."""
-    from jobs.common.config import load_config
+    from jobs.config.load import load_config
     from jobs.engine.diff import diff_versions
     from jobs.engine.versions import pipeline_views, version
     from jobs.streaming.redis_sink import connect
@@ -119,7 +119,7 @@ def promote(
     After the switch, stop the live run of the previous version and start `kappa pipelines run
     NAME` (it runs the current version, resuming where the build stopped).
     """
-    from jobs.common.config import load_config
+    from jobs.config.load import load_config
     from jobs.engine.versions import pipeline_views, version
     from jobs.engine.versions import promote as switch
     from jobs.streaming.redis_sink import connect
@@ -174,9 +174,9 @@ def stop(
     grace_s: Annotated[float, typer.Option("--grace", help="Seconds before SIGKILL.")] = 300.0,
 ) -> None:
     """Stop a pipeline's run gracefully (it finishes its batch), SIGKILL after --grace."""
-    from jobs.common.config import load_config
-    from jobs.common.processes import registered, stop_registered
+    from jobs.config.load import load_config
     from jobs.engine.versions import pipeline_views
+    from jobs.host.processes import registered, stop_registered
     from jobs.pipelines.cli import process_name
 
     item, cfg = _spec(name), load_config()
@@ -198,7 +198,7 @@ def status(
     """Each view version: state, params, its run's pid (if running), last batch, records behind the log."""
     import time
 
-    from jobs.common.config import load_config
+    from jobs.config.load import load_config
     from jobs.engine.versions import pipeline_views, version
     from jobs.streaming.redis_sink import connect
     from jobs.streaming.state import checkpoint_path, lock_holder
@@ -242,15 +242,15 @@ def retire(
     """Delete a non-current view version: its Redis keys, its output topics and its checkpoint."""
     from confluent_kafka.admin import AdminClient
 
-    from jobs.common import statefs
-    from jobs.common.config import load_config
-    from jobs.common.processes import registered
-    from jobs.common.views import RETIRED, record_version
+    from jobs.config.load import load_config
     from jobs.engine.run import output_topic
     from jobs.engine.versions import pipeline_views, scope, version
+    from jobs.host.processes import registered
+    from jobs.lake import statefs
     from jobs.pipelines.cli import process_name
     from jobs.streaming.redis_sink import connect
     from jobs.streaming.state import checkpoint_path
+    from jobs.views.versions import RETIRED, record_version
 
     item, cfg = _spec(name), load_config()
     number = _checked(version_number)

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from jobs.batch.jobs import Source
-from jobs.common.errors import KappaError
+from jobs.errors import KappaError
 
 if TYPE_CHECKING:
     from fastapi import APIRouter

@@ -1,15 +1,15 @@
 """Finding and loading pipelines: ``<path>/<name>/pipeline.yaml`` plus the code file it names.
 
-The paths searched are the project's ``pipelines/`` folder, then any in ``KAPPA_PIPELINES_PATH``
-(separated by ``os.pathsep``), so a pipeline kept elsewhere (a team's repository, a test's
-folder) needs no change inside the project. Loading never raises for a broken pipeline: it
-returns what it could read and the problems, each one line (:mod:`jobs.pipelines.validate`).
+The paths searched (:mod:`jobs.config.paths`) are the project's ``pipelines/`` folder, then any
+in ``KAPPA_PIPELINES_PATH`` (separated by ``os.pathsep``), so a pipeline kept elsewhere (a team's
+repository, a test's folder) needs no change inside the project. Loading never raises for a
+broken pipeline: it returns what it could read and the problems, each one line
+(:mod:`jobs.pipelines.validate`).
 """
 
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,19 +20,17 @@ from typing import TYPE_CHECKING, Any, cast
 import yaml
 from pydantic import ValidationError
 
-from jobs.common.config import PROJECT_ROOT
-from jobs.common.errors import ConfigError
+from jobs.config.paths import SPEC_FILE, search_paths
+from jobs.errors import ConfigError
 from jobs.pipelines.spec import PipelineSpec
 
 if TYPE_CHECKING:
     from jobs.pipelines.define import Definitions
 
-SPEC_FILE = "pipeline.yaml"
-PATH_ENV = "KAPPA_PIPELINES_PATH"
 HOOKS = {"generator": "lines", "collect": "check", "summaries": "read", "demo": "run"}
 """The light files a pipeline may name beside its code (each imported alone, without the code), and
 the function each defines: for the collector tier (:mod:`jobs.pipelines.generate`,
-:mod:`jobs.common.structure`), ``kappa summaries`` and ``kappa demo``."""
+:mod:`jobs.pipelines.structure`), ``kappa summaries`` and ``kappa demo``."""
 
 
 @dataclass
@@ -48,13 +46,6 @@ class Loaded:
     def name(self) -> str:
         """The declared name, else the folder's."""
         return self.spec.name if self.spec is not None else self.folder.name
-
-
-def search_paths(environ: dict[str, str] | None = None) -> list[Path]:
-    """Where pipeline folders are looked for, in order."""
-    environ = dict(os.environ) if environ is None else environ
-    extra = [Path(p) for p in environ.get(PATH_ENV, "").split(os.pathsep) if p.strip()]
-    return [PROJECT_ROOT / "pipelines", *extra]
 
 
 def discover(environ: dict[str, str] | None = None) -> list[Path]:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from jobs.common.config_sections import Section
+from jobs.config.sections import Section
 from jobs.pipelines.views import View
 
 NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -133,7 +133,7 @@ class PipelineSpec(Section):
     (:mod:`jobs.pipelines.generate`); None: the pipeline has no generator."""
     collect: str | None = None
     """A Python file beside ``pipeline.yaml`` defining ``check(record)``, what the collector checks
-    of a parsed record (:mod:`jobs.common.structure`); None: a JSON object carrying ``source.key``."""
+    of a parsed record (:mod:`jobs.pipelines.structure`); None: a JSON object carrying ``source.key``."""
     summaries: str | None = None
     """A Python file beside ``pipeline.yaml`` defining ``read(cfg, view, key, windows, n)``, what
     ``kappa summaries VIEW`` reads of a kappa-stream pipeline's views; None: it has no such command."""

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from jobs.common.config_sections import Section
+from jobs.config.sections import Section
 
 Where = str | dict[str, str | int | bool | list[str | int]]
 """Which records a view counts: a boolean field of the analyzed record, or ``{field: value}``

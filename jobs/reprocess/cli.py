@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from jobs.common.config import load_config
-from jobs.common.errors import ConfigError
+from jobs.config.load import load_config
+from jobs.errors import ConfigError
 from jobs.pipelines import cli_versions
 from jobs.pipelines.cli import PIPELINE_OPTION, engine_pipeline
 
@@ -98,8 +98,8 @@ def diff(version: Annotated[int, VERSION_OPTION],
          as_json: Annotated[bool, JSON_OPTION] = False,
          pipeline: Annotated[str | None, PIPELINE_OPTION] = None) -> None:
     """Compare version N's Redis view with the current one key by key (JSON report with --out)."""
-    from jobs.common.views import current_version
     from jobs.reprocess.diff import diff_views, summary_lines
+    from jobs.views.versions import current_version
 
     on_engine = engine_pipeline(pipeline)
     if on_engine is not None:

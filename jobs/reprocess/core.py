@@ -20,11 +20,11 @@ from typing import Any
 
 import redis
 
-from jobs.common import statefs
-from jobs.common.config import KappaConfig
-from jobs.common.errors import ConfigError, KappaError
-from jobs.common.statefs import Location
-from jobs.common.views import BUILDING, RETIRED, read_views, record_version, switch_current, version_config
+from jobs.config.load import KappaConfig
+from jobs.errors import ConfigError, KappaError
+from jobs.lake import statefs
+from jobs.lake.statefs import Location
+from jobs.views.versions import BUILDING, RETIRED, read_views, record_version, switch_current, version_config
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def job_pid(cfg: KappaConfig) -> int | None:
 
 def start(base: KappaConfig, version: int, progress: Progress) -> dict[str, Any]:
     """Create version N's topics and start its live job from the earliest offset (idempotent)."""
-    from jobs.common.topics import apply_topics
+    from jobs.kafka.topics import apply_topics
 
     views = read_views(base)
     if version == views.current:
@@ -201,8 +201,8 @@ def stop_job(cfg: KappaConfig, progress: Progress) -> bool:
 
 def retire(base: KappaConfig, version: int, progress: Progress) -> dict[str, Any]:
     """Delete a non-current version's Redis keys, topics, tables and checkpoint."""
-    from jobs.common.delta import local_path, table_uri
-    from jobs.common.topics import admin_client
+    from jobs.kafka.topics import admin_client
+    from jobs.lake.delta import local_path, table_uri
     from jobs.streaming.state import checkpoint_path
 
     views = read_views(base)

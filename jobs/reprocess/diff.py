@@ -16,8 +16,8 @@ from typing import Any
 
 import redis
 
-from jobs.common.config import KappaConfig
-from jobs.common.views import version_config
+from jobs.config.load import KappaConfig
+from jobs.views.versions import version_config
 
 SKIPPED = ("metrics:", "fence:")
 LARGEST = 20

@@ -17,7 +17,7 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import SecretStr
 
-from jobs.common.config import KappaConfig
+from jobs.config.load import KappaConfig
 from jobs.pipelines.registry import resolve
 from jobs.pipelines.spec import PipelineSpec
 from jobs.serve import asyncapi, errors, operations, pipelines, rest, streams

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from jobs.common.config import load_config
-from jobs.common.errors import ConfigError
+from jobs.config.load import load_config
+from jobs.errors import ConfigError
 
 
 def register(app: typer.Typer) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from jobs.common.kafka.client import admin_config
+from jobs.kafka.client import admin_config
 from jobs.serve import continuity
 from jobs.serve.records import Record, StreamShape
 

@@ -18,7 +18,7 @@ from typing import Any
 from fastapi import APIRouter
 from prometheus_client.core import Metric
 
-from jobs.common.config import KappaConfig
+from jobs.config.load import KappaConfig
 from jobs.monitoring.exporter import KappaCollector
 from jobs.serve.errors import RESPONSES
 

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import redis
 from fastapi import APIRouter, HTTPException, Path, Query
 
-from jobs.common.config import KappaConfig
+from jobs.config.load import KappaConfig
 from jobs.engine.reads import read_view
 from jobs.engine.versions import Version, pipeline_views, version
 from jobs.pipelines.registry import Loaded, discover, load

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from jobs.common.errors import KappaError
+from jobs.errors import KappaError
 
 STREAM_CODES = {"analyzed": "a", "summaries": "s"}
 CODE_STREAMS = {code: name for name, code in STREAM_CODES.items()}

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from jobs.common.errors import KappaError
+from jobs.errors import KappaError
 
 if TYPE_CHECKING:
     from jobs.pipelines.spec import PipelineSpec

@@ -12,8 +12,8 @@ from typing import Any
 import uvicorn
 from pydantic import SecretStr
 
-from jobs.common.config import KappaConfig
-from jobs.common.errors import KappaError
+from jobs.config.load import KappaConfig
+from jobs.errors import KappaError
 from jobs.serve.app import build_app
 from jobs.serve.guard import Guard
 
@@ -44,7 +44,7 @@ def run(cfg: KappaConfig, token: SecretStr | None, host: str, port: int, log_lev
     was there before it; with the default one the process would die at once and leave its
     pidfile. Here that handler unwinds the stack instead, so the registration is removed.
     """
-    from jobs.common.processes import register_process
+    from jobs.host.processes import register_process
 
     app = build_app(cfg, token)
     server = uvicorn.Server(uvicorn_config(app, host, port, log_level))

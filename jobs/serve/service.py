@@ -14,13 +14,13 @@ from typing import Any
 import redis.asyncio as aioredis
 from pydantic import SecretStr
 
-from jobs.common.config import KappaConfig
-from jobs.common.errors import ConfigError
-from jobs.common.views import BUILDING, Views, ViewsWatcher, version_config
+from jobs.config.load import KappaConfig
+from jobs.errors import ConfigError
 from jobs.serve.hub import Hub
 from jobs.serve.kafka_io import SharedFeed
 from jobs.serve.metrics import ServeMetrics
 from jobs.serve.records import STREAMS, Record, Status, StreamShape
+from jobs.views.versions import BUILDING, Views, ViewsWatcher, version_config
 
 logger = logging.getLogger(__name__)
 VIEWS_POLL_S = 1.0

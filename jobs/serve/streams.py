@@ -12,7 +12,7 @@ from fastapi import APIRouter, Header, Query, Request, WebSocket, WebSocketDisco
 from fastapi.responses import Response
 from sse_starlette.sse import EventSourceResponse, SendTimeoutError
 
-from jobs.common.errors import KappaError
+from jobs.errors import KappaError
 from jobs.serve import positions, session
 from jobs.serve.errors import ErrorBody, error_response
 from jobs.serve.hub import Subscriber

@@ -32,7 +32,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from jobs.common.errors import KappaError
+from jobs.errors import KappaError
 from jobs.streaming.aggregates import increment_arrow_schema, increments_table
 from jobs.streaming.redis_script import Partition, RedisViewLost, SummarySinkError
 from jobs.streaming.redis_sink import RedisSummarySink

@@ -22,10 +22,10 @@ import pyarrow as pa
 from confluent_kafka import Producer
 from pyspark.sql import DataFrame
 
-from jobs.common.config import KappaConfig
-from jobs.common.errors import KappaError
-from jobs.common.kafka.client import producer_config
-from jobs.common.statefs import Location
+from jobs.config.load import KappaConfig
+from jobs.errors import KappaError
+from jobs.kafka.client import producer_config
+from jobs.lake.statefs import Location
 from jobs.streaming.applier import BackgroundApply, BackgroundApplyFailed, BatchEffects, EffectsWriter
 from jobs.streaming.batch_metrics import Lag, Totals, batch_metrics
 from jobs.streaming.codec import stream_codec

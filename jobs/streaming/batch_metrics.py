@@ -12,7 +12,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from jobs.common.kafka.client import consumer_config
+from jobs.kafka.client import consumer_config
 from jobs.streaming.state import BatchWatermark
 
 METRICS_SCHEMA_VERSION = 1

@@ -16,12 +16,12 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from jobs.common import statefs
-from jobs.common.config import KappaConfig
-from jobs.common.errors import ConfigError
-from jobs.common.kafka.adapter import INITIAL_OFFSETS, STATE_FOLDER
-from jobs.common.kafka.client import consumer_config
-from jobs.common.statefs import Location
+from jobs.config.load import KappaConfig
+from jobs.errors import ConfigError
+from jobs.kafka.client import consumer_config
+from jobs.lake import statefs
+from jobs.lake.statefs import Location
+from jobs.spark.kafka_io import INITIAL_OFFSETS, STATE_FOLDER
 from jobs.streaming.lease import lease_holder
 from jobs.streaming.preflight import watermarks
 from jobs.streaming.redis_sink import RedisSummarySink

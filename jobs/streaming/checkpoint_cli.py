@@ -7,8 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
-from jobs.common.config import KappaConfig, load_config
-from jobs.common.errors import ConfigError
+from jobs.config.load import KappaConfig, load_config
+from jobs.errors import ConfigError
 from jobs.pipelines.cli import PIPELINE_OPTION, engine_pipeline
 
 checkpoint_app = typer.Typer(no_args_is_help=True, help=(

@@ -8,10 +8,10 @@ from typing import Annotated, Any
 
 import typer
 
-from jobs.common.cli_options import Conf, DeployMode, DryRun, Master, Python
-from jobs.common.config import load_config
-from jobs.common.errors import ConfigError
+from jobs.config.load import load_config
+from jobs.errors import ConfigError
 from jobs.pipelines.cli import PIPELINE_OPTION, engine_pipeline
+from jobs.spark.submit_options import Conf, DeployMode, DryRun, Master, Python
 
 stream_app = typer.Typer(no_args_is_help=True, help="Run and inspect the kappa-stream pipeline's job.")
 
@@ -111,8 +111,8 @@ def run(
 
     A pipeline on the engine runs as `kappa pipelines run NAME` does (--skip-lost does not apply).
     """
-    from jobs.common.processes import register_process
-    from jobs.common.spark_attach import run_stream
+    from jobs.host.processes import register_process
+    from jobs.streaming.attach import run_stream
     from jobs.streaming.run_spec import RunSpec
 
     on_engine = engine_pipeline(pipeline)
@@ -132,7 +132,7 @@ def run(
                    fresh=fresh)
     if version is not None and version < 1:
         raise ConfigError(f"--version must be >= 1, got {version}")
-    from jobs.common.views import current_version, version_config
+    from jobs.views.versions import current_version, version_config
 
     base = load_config()
     chosen = version if version is not None else current_version(base)
@@ -161,7 +161,7 @@ def submit(
     dry_run: DryRun = False,
 ) -> None:
     """spark-submit the job (code zipped for --py-files) to a cluster: see docs/deploy.md."""
-    from jobs.common.submit import submit_command
+    from jobs.spark.submit import submit_command
 
     outcome = submit_command(run_args or [], conf=conf, dry_run=dry_run, master=master,
                              deploy_mode=deploy_mode, python=python)
@@ -203,8 +203,8 @@ def stop(grace_s: Annotated[float, typer.Option("--grace", help="Seconds before 
              "--version", help="Stop the job of this view version (default: the current one).")] = None,
          pipeline: Annotated[str | None, PIPELINE_OPTION] = None) -> None:
     """Stop the current view version's streaming job gracefully (after the current batch)."""
-    from jobs.common.processes import registered, stop_registered
-    from jobs.common.views import current_version
+    from jobs.host.processes import registered, stop_registered
+    from jobs.views.versions import current_version
 
     on_engine = engine_pipeline(pipeline)
     if on_engine is not None:

@@ -15,12 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from jobs.common.errors import KappaError
+from jobs.errors import KappaError
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from jobs.common.config import KappaConfig
+    from jobs.config.load import KappaConfig
     from jobs.streaming.redis_script import ApplyOps, Reads
     from jobs.streaming.redis_sink import Keys
     from jobs.streaming.resp import EntityHash

@@ -21,7 +21,7 @@ standalone cluster) run with this one.
 Before the imports Spark's own pyspark and py4j zips are taken off the path where they are the
 installed packages' copies (and the spark-core jar, which holds no Python), and before the forks
 the imported objects are frozen out of the workers' garbage collections (both in
-jobs/common/worker_daemon.py).
+jobs/spark/worker_daemon.py).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from __future__ import annotations
 import importlib
 import os
 
-from jobs.common.worker_daemon import drop_spark_zips, serve
+from jobs.spark.worker_daemon import drop_spark_zips, serve
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
@@ -41,8 +41,8 @@ PRELOAD = (
     "pandas",
     "redis",
     "confluent_kafka",
-    "jobs.common.kafka.source",
-    "jobs.common.kafka.stream",
+    "jobs.kafka.source",
+    "jobs.kafka.stream",
     "jobs.streaming.task",
     "jobs.streaming.redis_sink",
 )

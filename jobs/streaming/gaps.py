@@ -18,9 +18,9 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from jobs.common.config import KappaConfig
-from jobs.common.errors import ConfigError
-from jobs.common.kafka.client import consumer_config
+from jobs.config.load import KappaConfig
+from jobs.errors import ConfigError
+from jobs.kafka.client import consumer_config
 
 Partition = tuple[str, int]
 TIMEOUT_S = 15.0

@@ -16,12 +16,12 @@ from contextlib import nullcontext
 from dataclasses import asdict
 from typing import Any
 
-from jobs.common import statefs
-from jobs.common.config import KappaConfig
-from jobs.common.errors import KappaError
-from jobs.common.kafka.adapter import read_options
-from jobs.common.spark_backends import choose_backends
-from jobs.common.statefs import Location
+from jobs.config.load import KappaConfig
+from jobs.errors import KappaError
+from jobs.lake import statefs
+from jobs.lake.statefs import Location
+from jobs.spark.backends import choose_backends
+from jobs.spark.kafka_io import read_options
 from jobs.streaming.batch import BatchProcessor
 from jobs.streaming.checkpoint import after_failure, corrupt, corrupt_remedy
 from jobs.streaming.codec import stream_codec
@@ -119,7 +119,7 @@ def run_stream(cfg: KappaConfig, spec: RunSpec, progress: Callable[[str], None] 
 def _run(cfg: KappaConfig, spec: RunSpec, query: str, checkpoint, *, progress: Callable[[str], None],
          stop: threading.Event | None, status: RunStatus,
          on_query_end: Callable[[], None] | None = None, lease: QueryLease | None = None) -> Report:
-    from jobs.common.spark import build_spark
+    from jobs.spark.session import build_spark
 
     windows = asdict(stream_codec().windows(cfg))
     check_fingerprint(checkpoint, fingerprint([cfg.streaming.source_topic], windows,

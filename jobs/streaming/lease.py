@@ -35,10 +35,10 @@ from datetime import UTC, datetime
 
 import redis
 
-from jobs.common.config import KappaConfig
-from jobs.common.errors import ConfigError, KappaError
-from jobs.common.processes import alive
-from jobs.common.statefs import Location
+from jobs.config.load import KappaConfig
+from jobs.errors import ConfigError, KappaError
+from jobs.host.processes import alive
+from jobs.lake.statefs import Location
 from jobs.streaming.state import AlreadyRunning, QueryLock
 
 logger = logging.getLogger(__name__)

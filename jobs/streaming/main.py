@@ -6,7 +6,7 @@
 It takes the options of ``kappa stream run`` (the same command, so the same parsing and
 ``parse_bound``) and runs with the master spark-submit was given: ``spark.master`` of the
 config is replaced by it, so the session factory never moves a submitted job back to
-``local``. ``kappa stream submit`` builds this command (jobs/common/submit.py).
+``local``. ``kappa stream submit`` builds this command (jobs/spark/submit.py).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     import typer
     from typer._click import exceptions as click_errors
 
-    from jobs.common.errors import KappaError
+    from jobs.errors import KappaError
     from jobs.streaming.cli import run
 
     master = submitted_master()

@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 from confluent_kafka import Consumer, TopicPartition
 
-from jobs.common.config import KappaConfig
-from jobs.common.kafka.client import consumer_config
-from jobs.common.statefs import Location
+from jobs.config.load import KappaConfig
+from jobs.kafka.client import consumer_config
+from jobs.lake.statefs import Location
 from jobs.streaming.state import CheckpointError, last_offsets
 
 logger = logging.getLogger(__name__)

@@ -13,9 +13,9 @@ import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
-from jobs.common.config import KappaConfig
-from jobs.common.errors import ConfigError
-from jobs.common.kafka.adapter import Bound
+from jobs.config.load import KappaConfig
+from jobs.errors import ConfigError
+from jobs.spark.kafka_io import Bound
 
 Partitions = dict[int, int]
 
@@ -65,8 +65,8 @@ def check_range(cfg: KappaConfig, starting: Bound, ending: Bound | None, *, repl
 
 
 def _reader(cfg: KappaConfig, topic: str):
-    from jobs.common.kafka.client import OffsetReader
-    from jobs.common.kafka.options import parse_source_options
+    from jobs.kafka.client import OffsetReader
+    from jobs.kafka.options import parse_source_options
 
     props = {f"kafka.{key}": str(value) for key, value in cfg.kafka.client_config().items()}
     return OffsetReader(parse_source_options({"subscribe": topic, **props}, streaming=True))
@@ -75,7 +75,7 @@ def _reader(cfg: KappaConfig, topic: str):
 def _resolve(reader, topic: str, bound: Bound, flag: str,
              marks: tuple[Partitions, Partitions]) -> Partitions:
     """Each partition's offset for ``bound`` (a timestamp after a partition's last record: its end)."""
-    from jobs.common.kafka.specs import TIMESTAMP, OffsetSpec
+    from jobs.kafka.specs import TIMESTAMP, OffsetSpec
 
     earliest, latest = marks
     if bound == "earliest":

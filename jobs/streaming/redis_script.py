@@ -23,7 +23,7 @@ import hiredis
 import pyarrow as pa
 import redis
 
-from jobs.common.errors import KappaError
+from jobs.errors import KappaError
 from jobs.streaming.aggregates import increment_arrow_schema
 from jobs.streaming.apply_chunks import Span, chunk_writes
 from jobs.streaming.fence_fields import STREAM_SUFFIX, Partition, field_partition

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.compute as pc
 import redis
 
-from jobs.common.config import KappaConfig
+from jobs.config.load import KappaConfig
 from jobs.streaming.aggregates import IncrementRows, increments_table
 from jobs.streaming.fence_fields import parse_fence, parse_stream_points
 from jobs.streaming.members import pfadd_fenced

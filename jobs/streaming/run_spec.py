@@ -1,7 +1,7 @@
 """What a run of the streaming job is asked to do and what it reports: light to import.
 
 ``kappa stream run`` builds a :class:`RunSpec` and, with the Spark service up, sends it there
-(jobs/common/spark_attach.py) and prints the :class:`Report` it gets back, without importing
+(jobs/spark/attach.py) and prints the :class:`Report` it gets back, without importing
 Spark or the job's modules.
 """
 
@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from jobs.common.config import KappaConfig
-    from jobs.common.kafka.adapter import Bound
+    from jobs.config.load import KappaConfig
+    from jobs.spark.kafka_io import Bound
 
 Mode = Literal["live", "replay"]
 KAFKA, REDIS = "kafka", "redis"

@@ -1,7 +1,7 @@
 """A streaming query's state beside its Spark checkpoint: stream time, fingerprint, lock.
 
 Layout for query ``q`` under ``lake.checkpoint_root`` (a local path or an S3 URI; every file
-goes through jobs/common/statefs.py, so a driver on another host finds it):
+goes through jobs/lake/statefs.py, so a driver on another host finds it):
 
 - ``q/``                      Spark's checkpoint (offsets, commits, sources)
 - ``q/kappa-state/stream-time.json``  the stream time at each partition's offsets after the last
@@ -29,10 +29,10 @@ from typing import Any
 
 import msgspec
 
-from jobs.common import statefs
-from jobs.common.errors import KappaError
-from jobs.common.locks import LockHeld, exclusive_lock
-from jobs.common.statefs import Location
+from jobs.errors import KappaError
+from jobs.host.locks import LockHeld, exclusive_lock
+from jobs.lake import statefs
+from jobs.lake.statefs import Location
 
 STATE_FORMAT = "kappa-streaming-state/1"
 

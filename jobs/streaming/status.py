@@ -13,7 +13,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from jobs.common.config import KappaConfig
+from jobs.config.load import KappaConfig
 from jobs.streaming.lease import host_name, lease_holder
 from jobs.streaming.state import PendingApplyFile, checkpoint_path, lock_holder
 from jobs.streaming.summaries import query_metrics, query_states
@@ -28,7 +28,7 @@ def version_status_rows(cfg: KappaConfig, *, finished: bool = True) -> list[dict
     Each row also says its ``view_version`` and whether that version is the ``current`` one
     (docs/reprocess.md): after a promote the live job writes under the new version's prefix.
     """
-    from jobs.common.views import ViewsError, read_views, version_config
+    from jobs.views.versions import ViewsError, read_views, version_config
 
     try:
         views = read_views(cfg, timeout_s=VIEWS_TIMEOUT_S)

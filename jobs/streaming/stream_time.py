@@ -21,8 +21,8 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from jobs.common import statefs
-from jobs.common.statefs import Location
+from jobs.lake import statefs
+from jobs.lake.statefs import Location
 
 logger = logging.getLogger(__name__)
 
@@ -163,7 +163,7 @@ def scan_stream_time(plan: Any, topic: str, partition: int, near: tuple[int, int
     """
     from confluent_kafka import Consumer, TopicPartition
 
-    from jobs.common.kafka.client import consumer_config
+    from jobs.kafka.client import consumer_config
 
     parse, event_ms = plan.codec.parse, plan.codec.event_ms
     consumer = Consumer(consumer_config(dict(plan.kafka), "kappa-stream-time"))

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobs.common.config import KappaConfig
-from jobs.common.errors import KappaError
+from jobs.config.load import KappaConfig
+from jobs.errors import KappaError
 from jobs.streaming.redis_sink import Keys, connect
 
 

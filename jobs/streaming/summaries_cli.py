@@ -7,8 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
-from jobs.common.config import load_config
-from jobs.common.errors import ConfigError
+from jobs.config.load import load_config
+from jobs.errors import ConfigError
 from jobs.pipelines.cli import PIPELINE_OPTION, engine_pipeline
 
 JSON_OPTION = typer.Option("--json", help="Print machine-readable JSON.")
@@ -54,8 +54,8 @@ def _current():
 
     A view whose Redis data is gone is an error, never shown as current (docs/runbooks/redis-lost.md).
     """
-    from jobs.common.views import current_config
     from jobs.streaming.summaries import check_view_kept
+    from jobs.views.versions import current_config
 
     cfg = current_config(load_config())
     check_view_kept(cfg)

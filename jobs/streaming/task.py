@@ -25,11 +25,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.common.kafka.consumer import read_ranges
-from jobs.common.kafka.offsets import OffsetRange
-from jobs.common.kafka.options import parse_source_options
-from jobs.common.kafka.sink import TaskProducer
-from jobs.common.memory import gc_paused, release_memory
+from jobs.host.memory import gc_paused, release_memory
+from jobs.kafka.consumer import read_ranges
+from jobs.kafka.offsets import OffsetRange
+from jobs.kafka.options import parse_source_options
+from jobs.kafka.sink import TaskProducer
 from jobs.streaming.aggregates import INCREMENT_SCHEMA, MEMBERS_ADDED, increment_arrow_schema, increment_row
 from jobs.streaming.codec import Counter, RecordCodec
 from jobs.streaming.dead_letters import dead_letter_headers, dead_letter_value
@@ -190,7 +190,7 @@ def task_records(batches: Iterator[pa.RecordBatch], source: Mapping[str, str] | 
             for row in zip(*(batch.column(name).to_pylist() for name in RANGE_COLUMNS), strict=True)]
     # in the order planned (a piece cut by rangeGroups first, the piece after a cut last); with
     # prefetchRanges the next partition's fetch starts before this one is read, except for a
-    # piece after a cut: the other task's spill serves it (jobs/common/kafka/consumer.py)
+    # piece after a cut: the other task's spill serves it (jobs/kafka/consumer.py)
     yield from read_ranges([OffsetRange(*row[:4]) for row in rows], options, spill=True,
                            resumes={index for index, row in enumerate(rows) if row[4]})
 

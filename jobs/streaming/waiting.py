@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from jobs.common.signals import stop_signals_to
+from jobs.host.signals import stop_signals_to
 from jobs.streaming.batch import BatchProcessor
 from jobs.streaming.watch import KafkaWatch
 

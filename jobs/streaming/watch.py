@@ -19,7 +19,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from jobs.common.config import KappaConfig
+from jobs.config.load import KappaConfig
 
 logger = logging.getLogger(__name__)
 PROBE_AFTER_S = 5.0
@@ -70,7 +70,7 @@ class KafkaWatch:
 
     def __init__(self, cfg: KappaConfig, status: RunStatus, progress: Callable[[str], None],
                  probe: Callable[[], str | None] | None = None) -> None:
-        from jobs.common.health import kafka_healthy
+        from jobs.stack.health import kafka_healthy
 
         self.where = cfg.kafka.bootstrap_servers
         self.status, self.progress = status, progress

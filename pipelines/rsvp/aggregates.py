@@ -17,11 +17,11 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from jobs.common.errors import ConfigError
+from jobs.errors import ConfigError
 from jobs.streaming.aggregates import INCREMENT_SCHEMA, SUMS, increment_arrow_schema
 
 if TYPE_CHECKING:
-    from jobs.common.config import KappaConfig
+    from jobs.config.load import KappaConfig
 
 Transform = Callable[[DataFrame], DataFrame]
 

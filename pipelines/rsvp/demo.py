@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from jobs.common.config import PROJECT_ROOT, KappaConfig
+from jobs.config.load import PROJECT_ROOT, KappaConfig
 
 SAMPLE = PROJECT_ROOT / "data" / "sample" / "rsvps.jsonl"
 TOP_N = 5
@@ -31,8 +31,8 @@ NEXT_STEPS = (
 
 def run(cfg: KappaConfig, say: Callable[[str], None]) -> int:
     """Run every step; return 0 when the counts reconcile."""
-    from jobs.common.stack import EmbeddedStack
-    from jobs.common.topics import apply_topics, list_topics
+    from jobs.kafka.topics import apply_topics, list_topics
+    from jobs.stack.embedded import EmbeddedStack
 
     say("1/4 embedded stack (nothing is started for services marked external)")
     EmbeddedStack(cfg).up(progress=say)
@@ -109,12 +109,12 @@ def _stream(cfg: KappaConfig, say: Callable[[str], None], before: dict[int, int]
 
 def _load(cfg: KappaConfig, say: Callable[[str], None]) -> bool:
     """The loader: every topic into its Delta table exactly once, then one BI query (kappa sql)."""
-    from jobs.common.errors import KappaError
-    from jobs.common.spark import build_spark
+    from jobs.errors import KappaError
     from jobs.loader.load import run_load
     from jobs.loader.offsets import parse_until
     from jobs.loader.sql import run_sql
     from jobs.loader.tables import targets
+    from jobs.spark.session import build_spark
 
     say("loader: Kafka topics -> Delta tables (kappa load), then a BI query (kappa sql)")
     results = run_load(build_spark(cfg, app_name="kappa-demo-loader"), cfg, targets(cfg),

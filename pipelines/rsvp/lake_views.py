@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from jobs.batch.report import ReconcileReport
-    from jobs.common.config import KappaConfig
+    from jobs.config.load import KappaConfig
 
 RSVP_COLUMNS = "rsvp_id long, event_id string, member_id long, topics array<string>, city string"
 DELIVERED_COLUMNS = ("rsvp_id long, mtime long, value string, kafka_topic string, kafka_partition int, "
@@ -36,8 +36,8 @@ def lake_views(spark: SparkSession, cfg: KappaConfig, report: ReconcileReport,
     """
     from jobs.batch.jobs import Source
     from jobs.batch.lake import read_source, snapshot_at
-    from jobs.common.delta import table_uri
-    from jobs.common.lake_storage import storage_options
+    from jobs.lake.delta import table_uri
+    from jobs.lake.storage import storage_options
     from pipelines.rsvp import views
     from pipelines.rsvp.gold import BRONZE, DLQ, DLQ_POSITIONS, SILVER
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from jobs.batch.reconcile import Views
 
 if TYPE_CHECKING:
-    from jobs.common.config import KappaConfig
+    from jobs.config.load import KappaConfig
 
 SCAN_COUNT = 1000
 TOTALS = ("input", "valid", "dlq", "late")
@@ -87,8 +87,8 @@ def gold_views(cfg: KappaConfig, span: tuple[int, int] | None) -> Views | None:
     lists as the counts of their listed items (``trending/<start>/<topic>``, ``topic/<name>``).
     None when the table does not exist (nothing loaded it yet).
     """
-    from jobs.common.delta import open_delta, table_uri
-    from jobs.common.lake_storage import storage_options
+    from jobs.lake.delta import open_delta, table_uri
+    from jobs.lake.storage import storage_options
 
     table = open_delta(table_uri(cfg.lake.root, "gold.rsvp_summaries"), storage_options(cfg.lake))
     if table is None:

@@ -6,7 +6,7 @@ clock and ``loader`` config); the rule kinds are jobs/loader/suites.py's.
 
 from __future__ import annotations
 
-from jobs.common.config import KappaConfig
+from jobs.config.load import KappaConfig
 from jobs.loader.suites import DLQ_COLUMNS, Rule, between, column_set, event_ms, fresh, not_null
 from pipelines.rsvp.tables import ANALYZED_SCHEMA, SUMMARY_SCHEMA
 

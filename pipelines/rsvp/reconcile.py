@@ -20,7 +20,7 @@ from jobs.batch.reconcile import HLL_BOUND, LiveSide, ViewsCheck
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from jobs.common.config import KappaConfig
+    from jobs.config.load import KappaConfig
 
 WINDOWED = ("city_window", "members_window", "topic_minute", "trending")
 ALL_TIME = ("event", "topic", "totals", "members_all")

@@ -25,7 +25,7 @@ from pipelines.rsvp.aggregates import param, windows_from
 from pipelines.rsvp.summary_reads import SummaryReads
 
 if TYPE_CHECKING:
-    from jobs.common.config import KappaConfig
+    from jobs.config.load import KappaConfig
 
 CITY, TOPIC_MINUTE, TOPIC, MEMBER, MEMBER_ALL, EVENT = (
     "city", "topic_minute", "topic", "member", "member_all", "event")

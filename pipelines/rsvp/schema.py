@@ -1,7 +1,7 @@
 """The RSVP record schema, in one place, as plain Python.
 
 The shape follows the Meetup RSVP stream JSON. The collector checks an RSVP's structure only
-(:func:`check_structure`: the limits of :mod:`jobs.common.structure`, then :func:`check_record`:
+(:func:`check_structure`: the limits of :mod:`jobs.pipelines.structure`, then :func:`check_record`:
 a JSON object, required top-level keys, types of ``rsvp_id`` and ``mtime``); business rules
 belong to the streaming job. Spark jobs derive their ``StructType`` from
 :data:`RSVP_FIELDS` with :func:`to_struct_type`; :func:`type_errors` checks a parsed record
@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from jobs.common import structure
-from jobs.common.structure import (  # noqa: F401 (re-exported: the streaming job reads them here)
+from jobs.pipelines import structure
+from jobs.pipelines.structure import (  # noqa: F401 (re-exported: the streaming job reads them here)
     EMPTY_BATCH,
     INVALID_JSON,
     LONG_MAX,
@@ -94,7 +94,7 @@ STREAM_REASON_CODES = (*REASON_CODES, INVALID_VALUE, BAD_EVENT_TIME)
 
 
 def check_structure(raw: bytes, max_bytes: int, check: RecordCheck | None = None) -> StructureCheck:
-    """:func:`jobs.common.structure.check_structure`, with :func:`check_record` (an RSVP's) by default."""
+    """:func:`jobs.pipelines.structure.check_structure`, with :func:`check_record` (an RSVP's) by default."""
     return structure.check_structure(raw, max_bytes, check or check_record)
 
 

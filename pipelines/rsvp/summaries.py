@@ -10,8 +10,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from jobs.common.config import KappaConfig
-from jobs.common.errors import KappaError
+from jobs.config.load import KappaConfig
+from jobs.errors import KappaError
 from jobs.streaming.redis_sink import Keys, connect
 from jobs.streaming.summaries import latest_windows
 from pipelines.rsvp.aggregates import windows_from

@@ -22,7 +22,7 @@ import msgspec
 from pipelines.rsvp import schema
 
 if TYPE_CHECKING:
-    from jobs.common.config import KappaConfig
+    from jobs.config.load import KappaConfig
 
 LAT_RANGE = (-90.0, 90.0)
 LON_RANGE = (-180.0, 180.0)

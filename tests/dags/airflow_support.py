@@ -124,7 +124,7 @@ def gold_rows(root: str, table: str, columns: tuple[str, ...]) -> dict[str, list
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
-    from jobs.common.delta import table_uri
+    from jobs.lake.delta import table_uri
 
     try:
         rows = DeltaTable(table_uri(root, table)).to_pyarrow_table().to_pylist()
@@ -180,7 +180,7 @@ def bronze_rows(cfg) -> int:
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
-    from jobs.common.delta import table_uri
+    from jobs.lake.delta import table_uri
 
     try:
         return DeltaTable(table_uri(cfg.lake.root, "bronze.rsvps_raw")).to_pyarrow_table().num_rows

@@ -134,7 +134,7 @@ def module_cfg(stack, kappa_env):
     deleted when the module ends."""
     from confluent_kafka.admin import AdminClient
 
-    from jobs.common.config import load_config
+    from jobs.config.load import load_config
 
     cfg = load_config("test", environ={**kappa_env, **MODULE_ENV})
     af.ensure_topics(cfg, {BACKFILL_TOPIC: 3, ANALYZED_TOPIC: 3})

@@ -11,7 +11,7 @@ import pytest
 from deltalake import DeltaTable
 
 from jobs.batch.tasks import dates_of_run, event_dates
-from jobs.common.errors import ConfigError
+from jobs.errors import ConfigError
 from tests.dags.test_dag_runs import (  # noqa: F401 (fixtures)
     _produce,
     _read_all,

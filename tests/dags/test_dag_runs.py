@@ -63,7 +63,7 @@ def platform(stack, kappa_env, topic_factory, tmp_path) -> Iterator[Any]:
            "KAPPA_LOADER__TABLES": json.dumps({"bronze.rsvps_raw": {
                "topic": topics["source_topic"], "quality_policy": "quarantine"}})}
     with patched_environ(env):
-        from jobs.common.config import load_config
+        from jobs.config.load import load_config
 
         yield load_config()
 
@@ -165,7 +165,7 @@ def _totals(redis_client, cfg) -> dict[str, int]:
 def _delta_rows(cfg) -> int:
     from deltalake import DeltaTable
 
-    from jobs.common.delta import table_uri
+    from jobs.lake.delta import table_uri
 
     return DeltaTable(table_uri(cfg.lake.root, "bronze.rsvps_raw")).to_pyarrow_table().num_rows
 
@@ -275,7 +275,7 @@ def _kill_group(pid: int | None) -> None:
 
 
 def _alive(pid: int) -> bool:
-    from jobs.common.processes import alive
+    from jobs.host.processes import alive
 
     return alive(pid)
 

@@ -167,7 +167,7 @@ def test_the_stream_dag_starts_a_live_run_that_applies_records_and_its_stop_acti
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient
 
-    from jobs.common.processes import alive
+    from jobs.host.processes import alive
     from jobs.orchestration.pipeline_tasks import check_health
     from tests.conftest import delete_topics
 
@@ -179,7 +179,7 @@ def test_the_stream_dag_starts_a_live_run_that_applies_records_and_its_stop_acti
            "KAPPA_AIRFLOW_INSTANCE": str(tmp_path / "airflow")}
     pid = None
     with patched_environ(env):
-        from jobs.common.config import load_config
+        from jobs.config.load import load_config
 
         cfg = load_config()
         try:

@@ -110,10 +110,10 @@ def test_reprocess_dag_in_the_real_airflow_waits_for_a_human_then_promotes(
         airflow, api, redis_client, kafka_props):
     from confluent_kafka.admin import AdminClient
 
-    from jobs.common.config import load_config
-    from jobs.common.views import read_views, version_config
+    from jobs.config.load import load_config
     from jobs.orchestration.streaming import ensure_streaming, running_pid
     from jobs.reprocess.core import job_pid
+    from jobs.views.versions import read_views, version_config
 
     cfg = load_config()
     s, v2 = cfg.streaming, version_config(cfg, 2).streaming

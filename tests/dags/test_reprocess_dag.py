@@ -34,7 +34,7 @@ API = "/api/v2/dags/reprocess/dagRuns"
 @pytest.fixture()
 def views_platform(platform, topic_factory) -> Iterator[Any]:
     """``platform`` with a view pointer topic of its own (other tests keep version 1 current)."""
-    from jobs.common.config import load_config
+    from jobs.config.load import load_config
 
     with patched_environ({"KAPPA_STREAMING__VIEWS_TOPIC": topic_factory(1, "views")}):
         yield load_config()
@@ -89,8 +89,8 @@ def _xcom(api, run_id: str, task_id: str) -> Any:
 
 
 def _stop_version(cfg, version: int) -> None:
-    from jobs.common.views import version_config
     from jobs.reprocess.core import job_pid
+    from jobs.views.versions import version_config
 
     _kill_group(job_pid(version_config(cfg, version)))
 
@@ -99,8 +99,8 @@ def test_reprocess_dag_builds_diffs_waits_for_approval_promotes_and_retires(
         airflow_db, views_platform, core_api, redis_client, kafka_props):
     from confluent_kafka.admin import AdminClient
 
-    from jobs.common.views import read_views, version_config
     from jobs.orchestration.streaming import ensure_streaming, running_pid
+    from jobs.views.versions import read_views, version_config
 
     cfg = views_platform
     s, v2 = cfg.streaming, version_config(cfg, 2).streaming

@@ -50,7 +50,7 @@ def test_broker_down_prints_only_the_error_line_and_logs_with_v(run_kappa):
         assert len(lines) == 1, result.stderr[:2000]
         assert lines[0].startswith("error: cannot reach Kafka to read topic metadata")
     assert verbose.returncode == 1
-    assert "jobs.common.kafka.librdkafka" in verbose.stderr and "Connection refused" in verbose.stderr
+    assert "jobs.kafka.librdkafka" in verbose.stderr and "Connection refused" in verbose.stderr
 
 
 def test_help_shows_no_argument_for_the_verbose_counter(run_kappa):

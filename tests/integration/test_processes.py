@@ -1,4 +1,4 @@
-"""The registry of the platform's own long-running processes (jobs.common.processes)."""
+"""The registry of the platform's own long-running processes (jobs.host.processes)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import sys
 import time
 from pathlib import Path
 
-from jobs.common.config import load_config
-from jobs.common.processes import alive, register_process, registered, stop_registered
+from jobs.config.load import load_config
+from jobs.host.processes import alive, register_process, registered, stop_registered
 
 CHILD = """
 import signal, sys, time
-from jobs.common.config import load_config
-from jobs.common.processes import register_process
+from jobs.config.load import load_config
+from jobs.host.processes import register_process
 cfg = load_config("test", environ={}, overrides={"stack.data_dir": sys.argv[1]})
 if sys.argv[2] == "stubborn":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -77,8 +77,8 @@ def test_stack_down_stops_the_collector_before_the_broker(tmp_path):
 
     import httpx
 
-    from jobs.common.stack import EmbeddedStack
-    from jobs.common.topics import apply_topics
+    from jobs.kafka.topics import apply_topics
+    from jobs.stack.embedded import EmbeddedStack
     from tests.conftest import KAPPA, REPO, free_port
 
     env = {**os.environ, "KAPPA_ENV": "test", "COLUMNS": "200",

@@ -9,9 +9,9 @@ import stat
 import pytest
 import redis
 
-from jobs.common.config import load_config
-from jobs.common.health import redis_healthy
-from jobs.common.stack import EmbeddedStack
+from jobs.config.load import load_config
+from jobs.stack.embedded import EmbeddedStack
+from jobs.stack.health import redis_healthy
 from tests.conftest import free_port
 
 PASSWORD = 'pw "with" quotes\\and a backslash'
@@ -38,7 +38,7 @@ def test_embedded_redis_starts_with_requirepass(tmp_path, stack):
 
 
 def test_doctor_fails_when_redis_answers_without_the_configured_password(kappa_env, stack):
-    from jobs.common.doctor import run_doctor
+    from jobs.doctor import run_doctor
 
     cfg = load_config("test", environ={**kappa_env, "KAPPA_REDIS_PASSWORD": "set-but-not-required"})
     report = run_doctor(cfg)

@@ -21,12 +21,12 @@ import redis
 from confluent_kafka.admin import AdminClient
 
 from jobs.collector.service import Settings
-from jobs.common import secrets
-from jobs.common.config import load_config
-from jobs.common.errors import ConfigError
-from jobs.common.health import redis_healthy
-from jobs.common.structure import keyed_object
+from jobs.config import secrets
+from jobs.config.load import load_config
+from jobs.errors import ConfigError
+from jobs.pipelines.structure import keyed_object
 from jobs.serve.service import auth_token
+from jobs.stack.health import redis_healthy
 from tests.conftest import AWS_REGION as REGION
 from tests.conftest import AWS_TEST_ENV as AWS_ENV
 from tests.conftest import KAPPA, REPO, free_port

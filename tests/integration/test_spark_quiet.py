@@ -54,7 +54,7 @@ def test_a_spark_command_prints_none_of_the_jvms_start_up_noise(run_kappa, kafka
 
 
 def test_the_filter_passes_every_other_line_on(capfd):
-    from jobs.common.spark import stderr_filtered
+    from jobs.spark.session import stderr_filtered
 
     lines = ["WARNING: Using incubator modules: jdk.incubator.vector",
              "26/11/26 19:00:00 WARN Utils: Service 'SparkUI' could not bind on port 4040. "
@@ -128,7 +128,7 @@ OTHER_INBOX = ("26/11/28 18:51:24 ERROR Inbox: Ignoring error",
 
 
 def test_the_filter_drops_the_reregistration_race_whole_and_keeps_every_other_trace(capfd, tmp_path):
-    from jobs.common.spark import stderr_filtered
+    from jobs.spark.session import stderr_filtered
 
     kept = ["a Python worker line", *TIMEOUT_HEARTBEAT, *OTHER_INBOX]
     path = tmp_path / "stderr.txt"

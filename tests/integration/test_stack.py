@@ -12,10 +12,10 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from jobs.common.config import load_config
-from jobs.common.errors import StackError
-from jobs.common.processes import port_busy
-from jobs.common.stack import SNAPSHOT_THREAD, EmbeddedStack
+from jobs.config.load import load_config
+from jobs.errors import StackError
+from jobs.host.processes import port_busy
+from jobs.stack.embedded import SNAPSHOT_THREAD, EmbeddedStack
 from tests.conftest import free_port
 
 

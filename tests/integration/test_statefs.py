@@ -2,7 +2,7 @@
 
 Every test runs the same body twice: on a temporary folder and on ``s3://<bucket>/<prefix>`` of
 the S3 API server. Spark's own checkpoint stays local in tests (no s3a jars here); what the job
-keeps beside it goes through jobs/common/statefs.py, proven here on both.
+keeps beside it goes through jobs/lake/statefs.py, proven here on both.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from pathlib import Path
 import boto3
 import pytest
 
-from jobs.common import statefs
-from jobs.common.errors import ConfigError
-from jobs.common.kafka import dataloss
-from jobs.common.kafka.dataloss import DataLoss
-from jobs.common.kafka.options import parse_source_options
-from jobs.common.kafka.stream import KafkaStreamReader
-from jobs.common.statefs import Location, ObjectPath, StateStoreError
+from jobs.errors import ConfigError
+from jobs.kafka import dataloss
+from jobs.kafka.dataloss import DataLoss
+from jobs.kafka.options import parse_source_options
+from jobs.kafka.stream import KafkaStreamReader
+from jobs.lake import statefs
+from jobs.lake.statefs import Location, ObjectPath, StateStoreError
 from jobs.streaming.checkpoint import corrupt
 from jobs.streaming.state import (
     CheckpointError,

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from jobs.common.config import load_config
-from jobs.common.errors import ConfigError
+from jobs.config.load import load_config
+from jobs.errors import ConfigError
 
 
 def test_base_and_env_merge_with_env_var_overrides():

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.common.config import load_config
-from jobs.common.errors import ConfigError
-from jobs.common.submit import secret_variable
+from jobs.config.load import load_config
+from jobs.errors import ConfigError
+from jobs.spark.submit import secret_variable
 
 ARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:kappa-redis-auth-AbCdEf"
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.common import jvm_archive
+from jobs.spark import jvm_archive
+from jobs.spark_service import archive
 
 
 @pytest.fixture
@@ -40,8 +41,8 @@ def test_an_archive_whose_jvm_did_not_exit_cleanly_is_never_put_in_place(cache: 
         Path(command[-1]).write_bytes(b"half an archive")
         return subprocess.CompletedProcess(command, 0, stdout=stdout, stderr="")
 
-    monkeypatch.setattr(jvm_archive.subprocess, "run", child)
+    monkeypatch.setattr(archive.subprocess, "run", child)
     with pytest.raises(RuntimeError, match="did not exit cleanly"):
-        jvm_archive.build()
+        archive.build()
     assert list(cache.iterdir()) == []
-    assert jvm_archive.main([]) == 0  # `make setup` warns and goes on
+    assert archive.main([]) == 0  # `make setup` warns and goes on

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pytest
 
-from jobs.common.kafka.arrow import arrow_schema
-from jobs.common.memory import gc_paused
+from jobs.host.memory import gc_paused
+from jobs.kafka.arrow import arrow_schema
 from jobs.streaming.task import TaskPlan, batch_task
 from pipelines.rsvp.aggregates import Windows
 from pipelines.rsvp.records import RECORDS

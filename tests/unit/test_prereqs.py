@@ -44,7 +44,7 @@ def test_this_machine_passes():
 def test_java_version_is_read_past_a_picked_up_options_line(monkeypatch):
     """The JVM prints "Picked up JAVA_TOOL_OPTIONS: ..." before its version when that is set (as in
     many container images); the check must still find the version (this machine's Java 17)."""
-    from jobs.common.spark import java_version
+    from jobs.spark.java import java_version
 
     monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-Xss4m")
     major, line = java_version()

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from jobs.common.config import load_config
+from jobs.config.load import load_config
 from jobs.orchestration.ranges import OffsetRange, ReplayConflict, replay_guard
 
 pytestmark = pytest.mark.unit
@@ -49,7 +49,7 @@ def test_the_guard_of_a_killed_replay_is_free_again(tmp_path):
     cfg = _cfg(tmp_path)
     holder = subprocess.Popen([sys.executable, "-c", (
         "import sys, time\n"
-        "from jobs.common.config import load_config\n"
+        "from jobs.config.load import load_config\n"
         "from jobs.orchestration.ranges import OffsetRange, replay_guard\n"
         f"cfg = load_config('test', environ={{'KAPPA_LAKE__CHECKPOINT_ROOT': {str(tmp_path / 'ckpt')!r}}})\n"
         "with replay_guard(cfg, OffsetRange('rsvps.raw', {0: 1}, {0: 2})):\n"

@@ -1,4 +1,4 @@
-"""Bytecode in pyspark's zips (jobs/common/spark_bytecode.py), on small zips built here."""
+"""Bytecode in pyspark's zips (jobs/spark/bytecode.py), on small zips built here."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import subprocess
 import sys
 import zipfile
 
-from jobs.common.spark_bytecode import MARKER, add_bytecode, has_bytecode, main, spark_zips
+from jobs.spark.bytecode import MARKER, add_bytecode, has_bytecode, main, spark_zips
 
 
 def _zip(path, files):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.common.config import PROJECT_ROOT
-from jobs.common.spark_state import code_roots, code_version
+from jobs.config.load import PROJECT_ROOT
+from jobs.spark.service_state import code_roots, code_version
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""The Spark service's niceness helpers (jobs/common/spark_state.py) on real processes."""
+"""The Spark service's niceness helpers (jobs/spark/service_state.py) on real processes."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from jobs.common.spark_state import can_lower_nice, set_tree_nice
+from jobs.spark.service_state import can_lower_nice, set_tree_nice
 
-PROBE = "from jobs.common.spark_state import can_lower_nice; print(can_lower_nice())"
+PROBE = "from jobs.spark.service_state import can_lower_nice; print(can_lower_nice())"
 TREE = ("import subprocess, sys, threading, time; threading.Thread(target=time.sleep, args=(60,)).start(); "
         "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); print('up', flush=True); "
         "time.sleep(60)")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.common.config import load_config
-from jobs.common.errors import ConfigError
-from jobs.common.submit import build_submit
+from jobs.config.load import load_config
+from jobs.errors import ConfigError
+from jobs.spark.submit import build_submit
 
 
 def _cfg(root: str):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pyspark
 
-from jobs.common.worker_daemon import drop_spark_zips, worker_python
+from jobs.spark.worker_daemon import drop_spark_zips, worker_python
 
 SITE = str(Path(pyspark.__file__).resolve().parents[1])
 LIB = Path(pyspark.__file__).resolve().parent / "python" / "lib"

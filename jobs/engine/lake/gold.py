@@ -14,9 +14,9 @@ from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from jobs.batch.jobs import BatchJob, Source
-from jobs.common.config import KappaConfig
-from jobs.common.errors import ConfigError
+from jobs.config.load import KappaConfig
 from jobs.engine.lake.tables import analyzed_struct, ddl, silver_table
+from jobs.errors import ConfigError
 from jobs.pipelines.define import Definitions
 from jobs.pipelines.spec import PipelineSpec
 

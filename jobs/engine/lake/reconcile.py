@@ -22,9 +22,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from jobs.batch.report import Difference, ReconcileReport, ViewsDrift
-from jobs.common.config import KappaConfig
-from jobs.common.errors import ConfigError
+from jobs.config.load import KappaConfig
 from jobs.engine.lake.gold import silver_source
+from jobs.errors import ConfigError
 from jobs.pipelines.define import Definitions
 from jobs.pipelines.spec import PipelineSpec
 from jobs.pipelines.views import Counter, Sliding, Tumbling, View
@@ -96,8 +96,8 @@ def reconcile_pipeline(spark: SparkSession, cfg: KappaConfig, spec: PipelineSpec
                        progress: Callable[[str], None] = lambda line: None) -> ReconcileReport:
     """Compare each reconciled view under ``prefix`` with its lake query; ViewsDrift on a difference."""
     from jobs.batch.lake import read_source, snapshot_at
-    from jobs.common.delta import table_uri
-    from jobs.common.lake_storage import storage_options
+    from jobs.lake.delta import table_uri
+    from jobs.lake.storage import storage_options
 
     entries = checked_entries(spec, code)
     report = ReconcileReport(uuid.uuid4().hex[:12], None)

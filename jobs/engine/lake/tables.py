@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from jobs.common.config import KappaConfig
-from jobs.common.delta import table_uri
-from jobs.common.errors import ConfigError
+from jobs.config.load import KappaConfig
+from jobs.errors import ConfigError
+from jobs.lake.delta import table_uri
 from jobs.loader.suites import DLQ_COLUMNS, Rule, column_set, event_ms, not_null
 from jobs.loader.tables import LoadTarget, TableSpec
 from jobs.pipelines.define import Definitions

@@ -20,7 +20,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from jobs.common.config import KappaConfig, load_config
+from jobs.config.load import KappaConfig, load_config
 from tests.conftest import KAPPA, REPO, delete_topics
 
 PARTITIONS = {"source_topic": 3, "analyzed_topic": 3, "summaries_topic": 3, "dlq_topic": 1,

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pyarrow as pa
 from deltalake import write_deltalake
 
-from jobs.common.delta import table_uri
+from jobs.lake.delta import table_uri
 
 SILVER_SCHEMA = pa.schema([
     ("rsvp_id", pa.int64()), ("event_time", pa.timestamp("us", tz="UTC")), ("event_time_ms", pa.int64()),

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from jobs.batch.run import date_range, run_jobs
-from jobs.common.config import load_config
+from jobs.config.load import load_config
 from jobs.loader.sql import run_sql
 from tests.integration.batch.support import silver_row, write_silver, write_table
 

@@ -16,7 +16,7 @@ from deltalake import DeltaTable
 
 from jobs.batch.run import run_jobs
 from jobs.batch.tasks import dates_of_run, load_extras
-from jobs.common.delta import table_uri
+from jobs.lake.delta import table_uri
 from tests.integration.batch import expected
 
 pytestmark = pytest.mark.slow

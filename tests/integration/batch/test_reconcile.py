@@ -19,7 +19,7 @@ from deltalake import DeltaTable
 
 from jobs.batch.reconcile import reconcile
 from jobs.batch.report import ViewsDrift
-from jobs.common.delta import table_uri
+from jobs.lake.delta import table_uri
 from tests.integration.batch import expected
 
 pytestmark = pytest.mark.slow

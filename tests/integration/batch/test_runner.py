@@ -9,8 +9,8 @@ import pytest
 from deltalake import DeltaTable
 
 from jobs.batch.run import run_job
-from jobs.common.config import load_config
-from jobs.common.delta import table_uri
+from jobs.config.load import load_config
+from jobs.lake.delta import table_uri
 from tests.integration.batch.support import commit_info, silver_row, write_silver
 
 CITY = "gold.city_daily"
@@ -122,7 +122,7 @@ def test_changed_partitions_name_both_dates_of_a_row_a_merge_moved(tmp_path):
     import pyarrow as pa
 
     from jobs.batch.lake import changed_partitions
-    from jobs.common.delta import open_delta, write_delta
+    from jobs.lake.delta import open_delta, write_delta
 
     uri = str(tmp_path / "silver")
     schema = pa.schema([("rsvp_id", pa.int64()), ("event_date", pa.date32())])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from jobs.common.config import load_config
+from jobs.config.load import load_config
 from tests.conftest import free_port, start_stack
 
 

@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from jobs.common.config import KappaConfig
+from jobs.config.load import KappaConfig
 from tests.integration.kafka.records import Produced
 
 

@@ -12,9 +12,9 @@ import os
 import sys
 from pathlib import Path
 
-from jobs.common.config import load_config
-from jobs.common.kafka.adapter import read_kafka
-from jobs.common.spark import build_spark
+from jobs.config.load import load_config
+from jobs.spark.kafka_io import read_kafka
+from jobs.spark.session import build_spark
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from pyspark.errors import PySparkException
 
-from jobs.common.kafka.adapter import read_kafka
+from jobs.spark.kafka_io import read_kafka
 from tests.integration.kafka.records import expected
 
 

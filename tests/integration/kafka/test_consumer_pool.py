@@ -11,10 +11,10 @@ from collections.abc import Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from jobs.common.kafka.adapter import read_kafka
-from jobs.common.kafka.consumer import consumer_pool, read_range, read_ranges
-from jobs.common.kafka.offsets import OffsetRange
-from jobs.common.kafka.options import parse_source_options
+from jobs.kafka.consumer import consumer_pool, read_range, read_ranges
+from jobs.kafka.offsets import OffsetRange
+from jobs.kafka.options import parse_source_options
+from jobs.spark.kafka_io import read_kafka
 from tests.integration.kafka.records import expected
 
 STATS_TASKS = 8
@@ -31,7 +31,7 @@ def pool_stats(spark, topic: str) -> dict[str, int]:
         def read(self, partition: InputPartition) -> Iterator[tuple]:
             import os
 
-            from jobs.common.kafka.consumer import consumer_pool
+            from jobs.kafka.consumer import consumer_pool
 
             stats = consumer_pool().stats(self.topic)
             yield (os.getpid(), *(stats[name] for name in FIELDS))

@@ -12,9 +12,9 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql import types as T
 
-from jobs.common.config import load_config
-from jobs.common.kafka.adapter import read_kafka, write_kafka
-from jobs.common.spark_backends import kafka_jar
+from jobs.config.load import load_config
+from jobs.spark.backends import kafka_jar
+from jobs.spark.kafka_io import read_kafka, write_kafka
 from tests.integration.kafka.records import expected
 
 JVM_JAR = kafka_jar(load_config("test", environ={})) is not None

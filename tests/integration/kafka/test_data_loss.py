@@ -6,12 +6,12 @@ import pytest
 from confluent_kafka import TopicPartition
 from pyspark.errors import PySparkException, StreamingQueryException
 
-from jobs.common.errors import KafkaSourceError
-from jobs.common.kafka.adapter import read_kafka
-from jobs.common.kafka.consumer import read_range
-from jobs.common.kafka.dataloss import DataLoss, read_ledger, skipped_records
-from jobs.common.kafka.offsets import OffsetRange
-from jobs.common.kafka.options import parse_source_options
+from jobs.errors import KafkaSourceError
+from jobs.kafka.consumer import read_range
+from jobs.kafka.dataloss import DataLoss, read_ledger, skipped_records
+from jobs.kafka.offsets import OffsetRange
+from jobs.kafka.options import parse_source_options
+from jobs.spark.kafka_io import read_kafka
 from tests.integration.kafka.records import expected
 
 

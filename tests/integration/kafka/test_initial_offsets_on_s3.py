@@ -17,14 +17,14 @@ from pathlib import Path
 
 import boto3
 
-from jobs.common import statefs
+from jobs.lake import statefs
 from tests.conftest import AWS_REGION, AWS_TEST_ENV, REPO
 
 RUN = """
 import json, sys
-from jobs.common.config import load_config
-from jobs.common.kafka.adapter import read_kafka
-from jobs.common.spark import build_spark
+from jobs.config.load import load_config
+from jobs.spark.kafka_io import read_kafka
+from jobs.spark.session import build_spark
 
 topic, initial, *checkpoints = sys.argv[1:]
 cfg = load_config()

@@ -1,9 +1,9 @@
 """Registering the kafka-py data source: Spark's look-up of data source packages is skipped only
-when there is none to find (jobs/common/kafka/__init__.py ``skip_static_lookup``)."""
+when there is none to find (jobs/kafka/__init__.py ``skip_static_lookup``)."""
 
 from __future__ import annotations
 
-from jobs.common.kafka import STATIC_SOURCES, skip_static_lookup
+from jobs.kafka import STATIC_SOURCES, skip_static_lookup
 
 
 def _looked_up(spark) -> dict[str, object]:

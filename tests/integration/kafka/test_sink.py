@@ -13,7 +13,7 @@ from pyspark.errors import PySparkException, StreamingQueryException
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from jobs.common.kafka.adapter import read_kafka, write_kafka
+from jobs.spark.kafka_io import read_kafka, write_kafka
 
 HEADERS = T.ArrayType(T.StructType([T.StructField("key", T.StringType()),
                                     T.StructField("value", T.BinaryType())]))

@@ -5,8 +5,8 @@ from __future__ import annotations
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import NewPartitions
 
-from jobs.common.kafka.adapter import read_kafka
-from jobs.common.kafka.groups import commit_final_offsets
+from jobs.kafka.groups import commit_final_offsets
+from jobs.spark.kafka_io import read_kafka
 from tests.integration.kafka.records import expected
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.common.config import KappaConfig, load_config
+from jobs.config.load import KappaConfig, load_config
 from tests.integration.loader.support import Lake
 
 

@@ -6,7 +6,7 @@ import datetime as dt
 import json
 from dataclasses import dataclass
 
-from jobs.common.config import KappaConfig
+from jobs.config.load import KappaConfig
 
 BASE_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 DAY_MS = 86_400_000

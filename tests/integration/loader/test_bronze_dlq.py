@@ -6,7 +6,7 @@ import json
 
 from deltalake import DeltaTable
 
-from jobs.common.delta import table_uri
+from jobs.lake.delta import table_uri
 from jobs.loader.load import run_load
 from jobs.loader.offsets import parse_until
 from jobs.loader.tables import targets

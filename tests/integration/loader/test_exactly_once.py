@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 from deltalake import DeltaTable
 
-from jobs.common.delta import table_uri
+from jobs.lake.delta import table_uri
 from jobs.loader.load import run_load
 from jobs.loader.offsets import parse_until
 from jobs.loader.tables import targets

@@ -7,7 +7,7 @@ import datetime as dt
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from jobs.common.delta import table_uri
+from jobs.lake.delta import table_uri
 from jobs.loader.maintain import run_maintenance
 from jobs.loader.tables import targets
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from deltalake import DeltaTable
 
-from jobs.common.delta import table_uri
+from jobs.lake.delta import table_uri
 from jobs.loader.load import run_load
 from jobs.loader.offsets import parse_until
 from jobs.loader.sql import run_sql

@@ -26,9 +26,9 @@ import pytest
 
 from jobs.batch.report import ReconcileReport
 from jobs.batch.run import run_job
-from jobs.common.config import KappaConfig, load_config
-from jobs.common.delta import Commit, DeltaConflictError, open_delta, table_uri, write_delta
-from jobs.common.lake_storage import storage_options
+from jobs.config.load import KappaConfig, load_config
+from jobs.lake.delta import Commit, DeltaConflictError, open_delta, table_uri, write_delta
+from jobs.lake.storage import storage_options
 from jobs.loader.load import run_load
 from jobs.loader.maintain import run_maintenance
 from jobs.loader.offsets import parse_until

@@ -8,7 +8,7 @@ import json
 import pytest
 from deltalake import DeltaTable
 
-from jobs.common.delta import open_delta, table_uri
+from jobs.lake.delta import open_delta, table_uri
 from jobs.loader.load import run_load
 from jobs.loader.offsets import parse_until
 from jobs.loader.quality import report

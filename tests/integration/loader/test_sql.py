@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from jobs.common.config import KappaConfig, load_config
+from jobs.config.load import KappaConfig, load_config
 from jobs.loader.sql import SqlError, render, run_sql
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from jobs.common.delta import open_delta, table_uri
+from jobs.lake.delta import open_delta, table_uri
 from jobs.loader.load import run_load
 from jobs.loader.maintain import run_maintenance
 from jobs.loader.offsets import parse_until

@@ -94,10 +94,10 @@ def test_engine_pipeline_batches_and_lag_of_its_current_version(stack, redis_cli
     import redis
     from confluent_kafka import Consumer
 
-    from jobs.common.config import PROJECT_ROOT
-    from jobs.common.views import switch_current
+    from jobs.config.load import PROJECT_ROOT
     from jobs.monitoring.pipelines import PipelineMetrics
     from jobs.pipelines.registry import load_spec
+    from jobs.views.versions import switch_current
 
     prefix = f"pipe{uuid.uuid4().hex[:8]}"
     source = topic_factory(2, prefix="source")
@@ -157,7 +157,7 @@ def _registry(metrics):
 
 def test_batch_tier_newest_partition_replaced(stack, tmp_path):
     from jobs.batch.lake import replace_partitions
-    from jobs.common.delta import table_uri
+    from jobs.lake.delta import table_uri
 
     cfg = stack.model_copy(update={"lake": stack.lake.model_copy(update={"root": str(tmp_path)})})
     uri = table_uri(str(tmp_path), "gold.city_daily")

@@ -8,7 +8,7 @@ import urllib.request
 
 import pytest
 
-from jobs.common.processes import alive
+from jobs.host.processes import alive
 
 pytestmark = pytest.mark.skipif(shutil.which("prometheus") is None or shutil.which("prometheus-alertmanager")
                                 is None, reason="prometheus is not installed (make setup)")

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from jobs.common.config import PROJECT_ROOT
+from jobs.config.load import PROJECT_ROOT
 from pipelines.cards.generator import Item
 
 CARDS = PROJECT_ROOT / "pipelines" / "cards"

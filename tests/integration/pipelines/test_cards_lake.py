@@ -22,10 +22,10 @@ import yaml
 from confluent_kafka import Producer
 from deltalake import DeltaTable
 
-from jobs.common.delta import table_uri
 from jobs.engine.lake.reconcile import reconcile_pipeline
 from jobs.engine.lake.tables import load_targets
 from jobs.engine.run import PipelineRun, ensure_topics, run_pipeline
+from jobs.lake.delta import table_uri
 from jobs.loader.load import run_load
 from jobs.loader.offsets import parse_until
 from jobs.pipelines.registry import load

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from jobs.common.config import KappaConfig, load_config
+from jobs.config.load import KappaConfig, load_config
 from jobs.serve.server import ServerThread
 from tests.integration.serve.support import Sender
 

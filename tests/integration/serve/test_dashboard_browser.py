@@ -62,9 +62,9 @@ def test_operations_view_and_pipelines(stack, kappa_env, serve_topics, topic_fac
     """The operations view shows what Redis and Kafka hold (lag, batches, dead letters, version)."""
     from playwright.sync_api import expect, sync_playwright
 
-    from jobs.common.config import load_config
-    from jobs.common.views import switch_current
+    from jobs.config.load import load_config
     from jobs.serve.server import ServerThread
+    from jobs.views.versions import switch_current
 
     cfg = load_config("test", environ=kappa_env, overrides={
         "serve.analyzed_topic": serve_topics["analyzed"], "serve.summaries_topic": serve_topics["summaries"],

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from jobs.common.errors import KappaError
+from jobs.errors import KappaError
 from jobs.serve.server import ServerThread
 from tests.conftest import REPO, free_port
 

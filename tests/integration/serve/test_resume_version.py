@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from jobs.common.config import KappaConfig, load_config
-from jobs.common.views import switch_current
+from jobs.config.load import KappaConfig, load_config
 from jobs.serve.server import ServerThread
+from jobs.views.versions import switch_current
 from tests.integration.serve.support import Sender, SseReader, rsvp
 
 

@@ -8,7 +8,7 @@ import httpx
 import redis
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from jobs.common.config import load_config
+from jobs.config.load import load_config
 from jobs.serve.server import ServerThread
 from tests.integration.serve.test_views import _wait
 

@@ -9,9 +9,9 @@ import httpx
 import redis
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from jobs.common.config import load_config
-from jobs.common.views import BUILDING, record_version, switch_current
+from jobs.config.load import load_config
 from jobs.serve.server import ServerThread
+from jobs.views.versions import BUILDING, record_version, switch_current
 from tests.integration.serve.support import SseReader, rsvp
 
 

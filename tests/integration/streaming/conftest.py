@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Iterator
 import pytest
 from confluent_kafka import Producer
 
-from jobs.common.config import KappaConfig
+from jobs.config.load import KappaConfig
 from jobs.streaming.redis_sink import RedisSummarySink
 
 

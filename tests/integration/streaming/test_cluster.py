@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.common.config import KappaConfig
-from jobs.common.submit import build_submit, package_code
+from jobs.config.load import KappaConfig
+from jobs.spark.submit import build_submit, package_code
 from jobs.streaming.job import RunSpec, run_stream
 from pipelines.rsvp.generator import FaultMix, RsvpGenerator
 from tests.conftest import free_port

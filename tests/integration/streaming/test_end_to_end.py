@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from jobs.common.config import KappaConfig
+from jobs.config.load import KappaConfig
 from jobs.streaming.job import RunSpec, run_stream
 from pipelines.rsvp.generator import FaultMix, RsvpGenerator
 from tests.integration.streaming.conftest import produce

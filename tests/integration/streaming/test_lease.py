@@ -10,7 +10,7 @@ import time
 import pytest
 import redis
 
-from jobs.common.config import KappaConfig
+from jobs.config.load import KappaConfig
 from jobs.streaming.lease import LeaseHolder, LeaseLost, QueryLease, lease_holder, lease_key
 from jobs.streaming.state import AlreadyRunning
 

@@ -8,7 +8,7 @@ import importlib.util
 import json
 from pathlib import Path
 
-from jobs.common.config import PROJECT_ROOT
+from jobs.config.load import PROJECT_ROOT
 from tests.integration.streaming.conftest import produce
 from tests.integration.streaming.expected import compute, read_topic
 from tests.integration.streaming.test_end_to_end import check_kafka, check_redis, generate

@@ -30,7 +30,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from websockets.sync.client import connect as ws_connect
 
-from jobs.common.config import load_config
+from jobs.config.load import load_config
 from jobs.serve.server import ServerThread
 from jobs.streaming.state import checkpoint_path, lock_holder
 from pipelines.rsvp.generator import RsvpGenerator

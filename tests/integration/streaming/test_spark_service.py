@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from jobs.common.processes import session_alive
+from jobs.host.processes import session_alive
 from tests.conftest import KAPPA, REPO
 from tests.integration.streaming.conftest import produce
 from tests.integration.streaming.expected import compute, metrics_batches
@@ -146,7 +146,7 @@ def _check_batch(env: dict[str, str], root: Path, pid: int) -> None:
     from deltalake import DeltaTable, write_deltalake
 
     from bench.batch import START, generate
-    from jobs.common.delta import table_uri
+    from jobs.lake.delta import table_uri
 
     silver = generate(300, 2)["silver.rsvps"]
     write_deltalake(table_uri(str(root), "silver.rsvps"), silver, partition_by=["event_date"])

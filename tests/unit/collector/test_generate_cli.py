@@ -87,7 +87,7 @@ def lines(options):
             for i in range(options.seed, options.seed + options.count))
 """
 TINY_CHECK = """\
-from jobs.common.structure import StructureCheck
+from jobs.pipelines.structure import StructureCheck
 
 def check(record):
     if not isinstance(record, dict) or "id" not in record:
@@ -108,8 +108,8 @@ def test_a_pipeline_outside_the_project_brings_its_own_generator_and_check(tmp_p
         "error: invalid fault options: tiny records are never late"]
 
     from jobs.collector.run import pipeline_settings
-    from jobs.common.config import load_config
-    from jobs.common.structure import check_structure
+    from jobs.config.load import load_config
+    from jobs.pipelines.structure import check_structure
 
     settings = pipeline_settings(load_config(), "tiny")
     assert (settings.topic, settings.dlq_topic, settings.post_path) == ("tiny.raw", "tiny.dlq", "/tiny")

@@ -9,9 +9,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from jobs.common.config import load_config
-from jobs.common.errors import ConfigError
+from jobs.config.load import load_config
 from jobs.engine.lake.tables import load_targets, table_spec
+from jobs.errors import ConfigError
 from jobs.pipelines.define import Definitions
 from jobs.pipelines.spec import PipelineSpec, Table
 

@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from jobs.common.config import load_config
-from jobs.common.errors import KafkaSourceError
-from jobs.common.kafka.adapter import _bound, _strategy, kafka_options
+from jobs.config.load import load_config
+from jobs.errors import KafkaSourceError
+from jobs.spark.kafka_io import _bound, _strategy, kafka_options
 
 
 def test_bounds_become_the_jvm_option_names():

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import logging
 
-from jobs.common.kafka.client import RateLimit
+from jobs.kafka.client import RateLimit
 
 FAIL = ("[thrd:127.0.0.1:9092/bootstrap]: 127.0.0.1:9092/bootstrap: Connect to ipv4#127.0.0.1:9092 "
         "failed: Connection refused (after {ms}ms in state CONNECT)")
 
 
 def _record(client: str, text: str) -> logging.LogRecord:
-    return logging.LogRecord("jobs.common.kafka.librdkafka", logging.ERROR, __file__, 1, "%s [%s] %s",
+    return logging.LogRecord("jobs.kafka.librdkafka", logging.ERROR, __file__, 1, "%s [%s] %s",
                              ("FAIL", client, text), None)
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.common.errors import KafkaSourceError
-from jobs.common.kafka.dataloss import DataLoss, read_ledger, report, skipped_records
-from jobs.common.kafka.offsets import (
+from jobs.errors import KafkaSourceError
+from jobs.kafka.dataloss import DataLoss, read_ledger, report, skipped_records
+from jobs.kafka.offsets import (
     OffsetRange,
     behind,
     cap,

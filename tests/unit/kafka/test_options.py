@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.common.errors import KafkaSourceError
-from jobs.common.kafka.client import LIBRDKAFKA_LOG, admin_config, consumer_config, producer_config
-from jobs.common.kafka.options import parse_sink_options, parse_source_options
-from jobs.common.kafka.specs import EARLIEST, LATEST, OFFSETS, TIMESTAMP, TIMESTAMPS
+from jobs.errors import KafkaSourceError
+from jobs.kafka.client import LIBRDKAFKA_LOG, admin_config, consumer_config, producer_config
+from jobs.kafka.options import parse_sink_options, parse_source_options
+from jobs.kafka.specs import EARLIEST, LATEST, OFFSETS, TIMESTAMP, TIMESTAMPS
 
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "a"}
 

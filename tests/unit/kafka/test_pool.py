@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import pytest
 
-from jobs.common.kafka.pool import ConsumerPool, placement, pool_key
+from jobs.kafka.pool import ConsumerPool, placement, pool_key
 
 KEY = ("cfg", "t", 0)
 OTHER = ("cfg", "t", 1)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobs.common.kafka.offsets import OffsetRange, RangeGroup, group_ranges
+from jobs.kafka.offsets import OffsetRange, RangeGroup, group_ranges
 
 
 def r(partition: int, start: int, end: int) -> OffsetRange:

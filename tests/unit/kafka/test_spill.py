@@ -6,8 +6,8 @@ import time
 
 import pyarrow as pa
 
-from jobs.common.kafka.arrow import arrow_schema
-from jobs.common.kafka.spill import FetchSpill, spill_key
+from jobs.kafka.arrow import arrow_schema
+from jobs.kafka.spill import FetchSpill, spill_key
 
 SCHEMA = arrow_schema(False)
 KEY = spill_key("abc", "rsvps.raw", 1, include_headers=False)

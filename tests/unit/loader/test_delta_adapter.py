@@ -5,8 +5,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from jobs.common.config import load_config
-from jobs.common.delta import (
+from jobs.config.load import load_config
+from jobs.errors import ConfigError
+from jobs.lake.delta import (
     Commit,
     DeltaConflictError,
     DeltaSchemaError,
@@ -15,8 +16,7 @@ from jobs.common.delta import (
     table_uri,
     write_delta,
 )
-from jobs.common.errors import ConfigError
-from jobs.common.lake_storage import storage_options
+from jobs.lake.storage import storage_options
 from jobs.loader.offsets import parse_until
 
 
@@ -94,7 +94,7 @@ def test_a_merge_commit_that_rewrites_a_compacted_file_conflicts(tmp_path):
     import pyarrow.parquet as pq
     from deltalake.transaction import AddAction, RemoveAction
 
-    from jobs.common.delta import commit_files
+    from jobs.lake.delta import commit_files
 
     uri = table_uri(str(tmp_path), "silver.rsvps")
     write_delta(uri, _rows([1, 2]), snapshot=None, commit=Commit({"app/t/0": 2}))

@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.common.config import load_config
-from jobs.common.errors import ConfigError
+from jobs.config.load import load_config
+from jobs.errors import ConfigError
 from jobs.loader.chunks import chunk_report, combine, executor_unready, sort_keys
 from jobs.loader.files import NULL_PARTITION, file_stats, write_files
 from jobs.loader.offsets import PartitionRange, cap_ranges

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.pipelines.registry import PATH_ENV, discover, load
+from jobs.config.paths import PATH_ENV
+from jobs.pipelines.registry import discover, load
 from jobs.pipelines.validate import problems
 from tests.conftest import KAPPA, REPO
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from jobs.common.errors import ConfigError
+from jobs.errors import ConfigError
 from jobs.streaming.cli import parse_bound
 
 

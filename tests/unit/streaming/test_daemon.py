@@ -6,7 +6,7 @@ import gc
 import subprocess
 import sys
 
-from jobs.common.config import load_config
+from jobs.config.load import load_config
 from jobs.streaming.daemon import PRELOAD
 from jobs.streaming.job import WORKER_CONF, job_spark_conf
 
@@ -50,7 +50,7 @@ def test_only_a_checkpoint_on_a_local_disk_goes_without_checksum_files() -> None
 
 
 def test_the_daemon_freezes_what_it_imported_before_it_forks_a_worker() -> None:
-    from jobs.common.worker_daemon import serve
+    from jobs.spark.worker_daemon import serve
 
     seen: list[int] = []
     imported = [[] for _ in range(1000)]  # objects the collector tracks, held by the "daemon"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from jobs.common.kafka.arrow import arrow_schema
+from jobs.kafka.arrow import arrow_schema
 from jobs.streaming.task import TaskPlan, batch_task
 from pipelines.rsvp.aggregates import Windows
 from pipelines.rsvp.records import RECORDS

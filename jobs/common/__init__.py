@@ -1,1 +1,0 @@
-"""Shared foundation: config, errors, Spark session factory, embedded stack, I/O adapters."""

@@ -1,0 +1,1 @@
+"""The configuration: one frozen, validated object per run, its models and secrets."""

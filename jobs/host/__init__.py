@@ -1,0 +1,1 @@
+"""What the engine asks of its host: processes and their registry, locks, signals, memory."""

@@ -1,0 +1,1 @@
+"""The Spark runtime: the session, its backends and JVM, workers, submission, the service's client."""
