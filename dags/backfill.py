@@ -31,7 +31,7 @@ def backfill_dag(spec: Any) -> Any:
         max_active_runs=1,
         default_args=DEFAULT_ARGS,
         doc_md=__doc__.format(name=spec.name, source=spec.source.topic),
-        tags=["kappa", "replay", "backfill"],
+        tags=["kappa", "replay", "backfill", "pipeline", spec.name],
         params={
             "starting_offsets": Param(offsets, type="string"),
             "ending_offsets": Param(offsets, type="string"),

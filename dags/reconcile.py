@@ -32,7 +32,7 @@ def reconcile_dag(spec: Any) -> Any:
         max_active_runs=1,
         default_args=DEFAULT_ARGS,
         doc_md=__doc__.format(name=pipeline, tables=listed(delta_tables(spec)), views=views),
-        tags=["kappa", "batch", "reconcile"],
+        tags=["kappa", "batch", "reconcile", "pipeline", pipeline],
     )
     def reconcile():
         @task

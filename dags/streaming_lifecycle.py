@@ -50,7 +50,7 @@ def streaming_lifecycle_dag(spec: Any) -> Any:
         max_active_runs=1,
         default_args=DEFAULT_ARGS,
         doc_md=doc,
-        tags=["kappa", "streaming", "lifecycle"],
+        tags=["kappa", "streaming", "lifecycle", "pipeline", spec.name],
         params=lifecycle_params(),
     )
     def streaming_lifecycle():

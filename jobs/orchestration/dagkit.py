@@ -204,7 +204,7 @@ def batch_dag(spec: PipelineSpec, layer: str, source_layers: Iterable[str], doc:
          default_args=DEFAULT_ARGS,
          schedule=AssetOrTimeSchedule(timetable=CronDataIntervalTimetable("@daily", timezone="UTC"),
                                       assets=AssetAny(*sources)),
-         doc_md=doc_md, tags=["kappa", "batch", layer])
+         doc_md=doc_md, tags=["kappa", "batch", layer, "pipeline", pipeline])
     def recompute_tables():
         def job_task(job: str, table: str):
             @task(task_id=job, outlets=[tasks.job_asset(table)])

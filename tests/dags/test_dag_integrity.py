@@ -142,6 +142,7 @@ def test_the_stream_pipelines_dags_document_its_own_names(dagbag):
     assert "offset range** of `rsvps.raw`" in docs["backfill"]
     assert "`silver.rsvps`" in docs["reconcile"] and "`members`: distinct members" in docs["reconcile"]
     assert dagbag.dags["backfill"].params["starting_offsets"] == '{"0": 0, "1": 0, "2": 0}'  # 3 partitions
+    assert all({"pipeline", "rsvp"} <= set(dagbag.dags[dag_id].tags) for dag_id in STREAM_PIPELINE_DAGS)
 
 
 def test_without_a_valid_default_pipeline_every_file_parses_and_its_dags_are_left_out(tmp_path, caplog):
