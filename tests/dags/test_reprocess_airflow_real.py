@@ -10,6 +10,7 @@ retires version 1.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -39,6 +40,13 @@ def instance_env() -> dict[str, str]:
     return real.BACKFILL_ENV
 EVENTS = 1_500
 RUNS = "/api/v2/dags/reprocess/dagRuns"
+
+
+def _xcom(api: Any, run_id: str, task_id: str) -> Any:
+    got = api.get(f"{RUNS}/{run_id}/taskInstances/{task_id}/xcomEntries/return_value",
+                  params={"deserialize": True})
+    assert got.status_code == 200, got.text
+    return got.json()["value"]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -144,10 +152,24 @@ def test_reprocess_dag_in_the_real_airflow_waits_for_a_human_then_promotes(
                  api.get(f"{RUNS}/{run_id}/taskInstances").json()["task_instances"]}
         assert run["state"] == "success" and set(tasks.values()) == {"success"}, tasks
         assert api.get(f"{RUNS}/{run_id}/taskInstances/approve").json()["try_number"] == 1  # asked once
-        assert read_views(cfg).current == 2
+        assert pending["subject"] == "Promote view version 2?"
+        counts = _xcom(api, run_id, "diff")
+        report = json.loads(Path(counts["report"]).read_text())
+        assert Path(counts["report"]).parent == Path(cfg.stack.data_dir) / "reprocess"
+        assert (counts["keys_changed"], counts["only_in_current"], counts["only_in_version"]) == (0, 0, 0)
+        assert counts["keys_equal"] == report["keys_equal"] > 50
+        assert report["totals"]["version"]["input"] == total
+        promoted = _xcom(api, run_id, "promote")
+        assert (promoted["current"], promoted["previous"], promoted["previous_job_stopped"]) == (2, 1, True)
+        assert _xcom(api, run_id, "approve")["chosen_options"] == ["Approve"]
+        views = read_views(cfg)
+        assert views.current == 2 and views.state(1) == "retired"
         assert running_pid(cfg) is None
         assert list(redis_client.scan_iter(match=f"{s.redis_prefix}:*")) == []
         assert int(redis_client.hget(f"{v2.redis_prefix}:totals", "input")) == total
+        present = set(AdminClient(kafka_props).list_topics(timeout=15).topics)
+        assert {s.analyzed_topic, s.summaries_topic, s.dlq_topic}.isdisjoint(present)   # retired
+        assert {v2.analyzed_topic, v2.summaries_topic} <= present
         print(f"reprocess in the real Airflow: {tasks}, approved by {answer.json()['responded_by']}")
     finally:
         _kill_group(running_pid(cfg))
