@@ -6,7 +6,7 @@ CHECKOV_VENV := .venv-checkov
 UV_VERSION := 0.13.9
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
-PYTEST_WORKERS ?= 2  # test files run in this many pytest-xdist workers (each its own stack and Spark)
+PYTEST_WORKERS ?= 3  # test files run in this many pytest-xdist workers (each its own stack and Spark)
 
 .PHONY: setup test test-unit test-integration demo lint lock bench clean help
 
